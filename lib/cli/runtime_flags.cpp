@@ -1,0 +1,60 @@
+// See runtime_flags.h.
+#include "cli/runtime_flags.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+
+#include <iostream>
+
+#include "io/error.h"
+
+namespace rqat::cli {
+
+c10::Device RuntimeFlags::resolved_device() const {
+  if (device == "auto") return torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (device == "cpu") return c10::kCPU;
+  if (device == "cuda" || device.starts_with("cuda:")) {
+    if (!torch::cuda::is_available()) fail("--device {}: no CUDA device is available", device);
+    c10::Device d(device == "cuda" ? std::string("cuda:0") : device);
+    if (d.index() >= static_cast<int>(torch::cuda::device_count())) {
+      fail("--device {}: only {} CUDA devices", device, torch::cuda::device_count());
+    }
+    return d;
+  }
+  fail("--device '{}': expected cpu, cuda, cuda:N or auto", device);
+}
+
+at::ScalarType RuntimeFlags::resolved_dtype() const {
+  if (dtype == "f32" || dtype == "float32") return at::kFloat;
+  if (dtype == "bf16" || dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "auto") return resolved_device().is_cuda() ? at::kBFloat16 : at::kFloat;
+  fail("--dtype '{}': expected f32, bf16 or auto", dtype);
+}
+
+void RuntimeFlags::apply_threads() const {
+  if (threads > 0) at::set_num_threads(threads);
+}
+
+void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
+  app.add_option("--dtype", flags.dtype, "Compute dtype: f32, bf16 or auto (bf16 on CUDA, f32 on CPU)")
+      ->capture_default_str();
+  app.add_option("--device", flags.device, "Device: cpu, cuda, cuda:N or auto")->capture_default_str();
+  app.add_option("--threads", flags.threads, "CPU threads (0: all cores)")->capture_default_str();
+}
+
+int run_tool(const char* tool, const std::function<void()>& body) {
+  try {
+    body();
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << tool << ": error: " << e.what() << "\n";
+  } catch (const c10::Error& e) {
+    std::cerr << tool << ": error: " << e.what_without_backtrace() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << tool << ": error: " << e.what() << "\n";
+  }
+  return 1;
+}
+
+}  // namespace rqat::cli

@@ -1,0 +1,27 @@
+// Flags every tool shares: --dtype and --device, parsed into a dtype and a device.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <ATen/core/ScalarType.h>
+#include <c10/core/Device.h>
+
+#include <string>
+
+namespace rqat::cli {
+
+struct RuntimeFlags {
+  std::string dtype = "auto";   // f32 | bf16 | auto (bf16 on CUDA, f32 on the CPU)
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto (cuda when available)
+  int threads = 0;              // CPU threads for intra-op parallelism (0: library default)
+
+  c10::Device resolved_device() const;
+  at::ScalarType resolved_dtype() const;  // needs the device for "auto"
+  void apply_threads() const;
+};
+
+void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
+
+// Runs a tool's body, printing rqat::Error (and other exceptions) as one line; returns the exit code.
+int run_tool(const char* tool, const std::function<void()>& body);
+
+}  // namespace rqat::cli

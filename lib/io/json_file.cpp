@@ -1,0 +1,28 @@
+// See json_file.h.
+#include "io/json_file.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "io/atomic_file.h"
+#include "io/error.h"
+
+namespace rqat::io {
+
+Json read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open (missing or unreadable)", path.string());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    return Json::parse(buffer.str());
+  } catch (const Json::parse_error& e) {
+    fail("{}: invalid JSON at byte {}", path.string(), e.byte);
+  }
+}
+
+void write_json_file(const std::filesystem::path& path, const Json& value) {
+  write_text_atomically(path, value.dump(2) + "\n");
+}
+
+}  // namespace rqat::io

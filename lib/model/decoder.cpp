@@ -1,0 +1,133 @@
+// See decoder.h.
+#include "model/decoder.h"
+
+#include <ATen/ATen.h>
+
+#include "io/error.h"
+
+namespace rqat::model {
+
+namespace {
+
+// allowed[b, 0, t, j]: key j is a real token at or before query t. Each query may also see itself,
+// so rows of padding queries are never fully masked (which would make the softmax NaN).
+at::Tensor attention_mask_for(const at::Tensor& query_index, const at::Tensor& key_valid, int64_t key_length) {
+  // query_index: (B, T) absolute key index of each query; key_valid: (B, key_length) bool
+  auto keys = at::arange(key_length, query_index.options()).view({1, 1, -1});
+  auto q = query_index.unsqueeze(-1);
+  auto allowed = at::logical_and(keys <= q, key_valid.unsqueeze(1));
+  allowed = at::logical_or(allowed, keys == q);
+  return allowed.unsqueeze(1);
+}
+
+at::Tensor positions_from_mask(const at::Tensor& mask) {
+  return (mask.to(at::kLong).cumsum(-1) - 1).clamp_min(0);
+}
+
+}  // namespace
+
+Backbone::Backbone(const ModelConfig& c, const at::TensorOptions& options) {
+  embed_tokens = register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, options));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(c, options));
+  norm = register_module("norm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, options));
+}
+
+CausalLM::CausalLM(const ModelConfig& config, const at::TensorOptions& options)
+    : config_(config), options_(options), rotary_(config) {
+  model = register_module("model", std::make_shared<Backbone>(config, options));
+  if (!config.tie_word_embeddings) {
+    lm_head = register_module(
+        "lm_head", std::make_shared<DenseLinear>(config.hidden_size, config.vocab_size, /*with_bias=*/false, options));
+  }
+}
+
+at::Tensor CausalLM::run_layers(at::Tensor x, const AttentionContext& ctx) {
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    x = model->layers->ptr<DecoderLayer>(i)->forward(x, ctx, static_cast<int64_t>(i));
+  }
+  return model->norm->forward(x);
+}
+
+at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  if (input_ids.dim() != 2) fail("input_ids must be (batch, steps), got {} dims", input_ids.dim());
+  auto mask = attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
+  AttentionContext ctx;
+  std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions_from_mask(mask), options_.dtype().toScalarType());
+  auto query_index = at::arange(input_ids.size(1), input_ids.options().dtype(at::kLong)).expand_as(input_ids);
+  ctx.mask = attention_mask_for(query_index, mask, input_ids.size(1));
+  ctx.key_length = input_ids.size(1);
+  return run_layers(model->embed_tokens->forward(input_ids), ctx);
+}
+
+at::Tensor CausalLM::logits(const at::Tensor& hidden) {
+  return lm_head ? lm_head->forward(hidden) : at::linear(hidden, model->embed_tokens->weight);
+}
+
+at::Tensor CausalLM::forward_cached(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                    const std::vector<int64_t>& slots, KVCache& cache) {
+  const int64_t batch = input_ids.size(0), steps = input_ids.size(1);
+  if (static_cast<int64_t>(slots.size()) != batch) fail("forward_cached: {} slots for {} rows", slots.size(), batch);
+  auto mask = attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
+  AttentionContext ctx;
+  ctx.cache = &cache;
+  ctx.slots = slots;
+  std::vector<int64_t> first_position;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t slot = slots[b];
+    if (slot < 0 || slot >= cache.slots()) fail("forward_cached: slot {} outside the cache's {}", slot, cache.slots());
+    const int64_t start = cache.length[slot];
+    if (start + steps > cache.capacity()) {
+      fail("KV cache slot {} is full: {} + {} tokens exceed its capacity {}", slot, start, steps, cache.capacity());
+    }
+    ctx.starts.push_back(start);
+    first_position.push_back(cache.next_position[slot]);
+    ctx.key_length = std::max(ctx.key_length, start + steps);
+    cache.valid[slot].narrow(0, start, steps).copy_(mask[b]);
+  }
+  const auto long_options = input_ids.options().dtype(at::kLong);
+  auto positions = positions_from_mask(mask) + at::tensor(first_position, at::kLong).to(input_ids.device()).unsqueeze(1);
+  std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions, options_.dtype().toScalarType());
+  auto query_index = at::tensor(ctx.starts, at::kLong).to(input_ids.device()).unsqueeze(1) + at::arange(steps, long_options);
+  auto slot_index = at::tensor(slots, at::kLong).to(cache.valid.device());
+  auto key_valid = cache.valid.index_select(0, slot_index).narrow(1, 0, ctx.key_length);
+  ctx.mask = attention_mask_for(query_index, key_valid, ctx.key_length);
+
+  auto hidden = run_layers(model->embed_tokens->forward(input_ids), ctx);
+  auto real_tokens = mask.sum(1).to(at::kCPU);
+  for (int64_t b = 0; b < batch; ++b) {
+    cache.length[slots[b]] += steps;
+    cache.next_position[slots[b]] += real_tokens[b].item<int64_t>();
+  }
+  return logits(hidden);
+}
+
+KVCache CausalLM::make_cache(int64_t slots, int64_t capacity) const {
+  return KVCache(config_, slots, capacity, options_);
+}
+
+std::vector<LinearSlot> CausalLM::linear_layers(bool include_lm_head) {
+  std::vector<LinearSlot> out;
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    auto layer = model->layers->ptr<DecoderLayer>(i);
+    const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    layer->self_attn->collect_linears(prefix + "self_attn.", out);
+    layer->mlp->collect_linears(prefix + "mlp.", out);
+  }
+  if (include_lm_head && lm_head) out.push_back(LinearSlot{"lm_head", this, "lm_head", &lm_head});
+  return out;
+}
+
+void CausalLM::replace_linear(const LinearSlot& slot, std::shared_ptr<Linear> layer) {
+  slot.owner->replace_module(slot.local_name, layer);
+  *slot.layer = std::move(layer);
+}
+
+io::NamedTensors CausalLM::state_tensors() const {
+  io::NamedTensors out;
+  for (const auto& item : named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  for (const auto& item : named_buffers(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+}  // namespace rqat::model

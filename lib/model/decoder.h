@@ -1,0 +1,70 @@
+// The decoder-only causal language model shared by qwen2, qwen3 and llama checkpoints:
+// embedding -> N x (RMSNorm, GQA attention, RMSNorm, SwiGLU) -> RMSNorm -> lm_head (tied or not).
+// Two entry points: a full-sequence forward (training, scoring) and a cached incremental forward
+// (prefill and decode for generation). Parameter names match Hugging Face's state dict.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <memory>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/kv_cache.h"
+#include "model/layers.h"
+#include "model/model_config.h"
+#include "model/rotary.h"
+
+namespace rqat::model {
+
+class Backbone : public torch::nn::Module {
+ public:
+  Backbone(const ModelConfig& config, const at::TensorOptions& options);
+  std::shared_ptr<Embedding> embed_tokens;
+  torch::nn::ModuleList layers;
+  std::shared_ptr<RMSNorm> norm;
+};
+
+class CausalLM : public torch::nn::Module {
+ public:
+  // Parameters start uninitialized; load_causal_lm() or init_random() fills them.
+  CausalLM(const ModelConfig& config, const at::TensorOptions& options);
+
+  // input_ids: (B, T) int64; attention_mask: (B, T), 1 for tokens and 0 for (left) padding, or
+  // undefined for none. Positions count real tokens only, so a left-padded row gives the same
+  // outputs as the row alone. Returns the final normed hidden states (B, T, hidden).
+  at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& attention_mask = {});
+  at::Tensor logits(const at::Tensor& hidden);  // (..., hidden) -> (..., vocab)
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask = {}) {
+    return logits(hidden_states(input_ids, attention_mask));
+  }
+
+  // Appends row b's tokens (input_ids[b], masked by attention_mask[b]) to cache slot slots[b] and
+  // returns their logits (B, T, vocab). Prefill is a call with the prompt; decode one with T = 1.
+  at::Tensor forward_cached(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                            const std::vector<int64_t>& slots, KVCache& cache);
+  KVCache make_cache(int64_t slots, int64_t capacity) const;
+
+  // Every Linear of the decoder blocks (and lm_head when untied and asked for), in model order.
+  std::vector<LinearSlot> linear_layers(bool include_lm_head = false);
+  void replace_linear(const LinearSlot& slot, std::shared_ptr<Linear> layer);
+
+  // Checkpoint tensors under Hugging Face names (a tied lm_head is not stored separately).
+  io::NamedTensors state_tensors() const;
+
+  const ModelConfig& config() const { return config_; }
+  const at::TensorOptions& options() const { return options_; }
+
+  std::shared_ptr<Backbone> model;
+  std::shared_ptr<Linear> lm_head;  // null when tied to model.embed_tokens
+
+ private:
+  at::Tensor run_layers(at::Tensor x, const AttentionContext& ctx);
+
+  ModelConfig config_;
+  at::TensorOptions options_;
+  RotaryEmbedding rotary_;
+};
+
+}  // namespace rqat::model

@@ -1,0 +1,42 @@
+// The one linear-layer abstraction of the decoder. Every projection (q/k/v/o, gate/up/down, lm_head)
+// is a Linear, so the quantization issues swap in fake-quantized or packed variants by name without
+// touching the model code. Parameter names ("weight", "bias") follow Hugging Face.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <optional>
+
+namespace rqat::model {
+
+class Linear : public torch::nn::Module {
+ public:
+  ~Linear() override = default;
+  // x: (..., in_features) -> (..., out_features)
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  virtual int64_t in_features() const = 0;
+  virtual int64_t out_features() const = 0;
+  // The full-precision weight (out_features, in_features) this layer computes with; quantized
+  // variants return their dequantized weight.
+  virtual at::Tensor effective_weight() const = 0;
+  virtual std::optional<at::Tensor> bias() const = 0;
+};
+
+// Plain y = x W^T + b.
+class DenseLinear : public Linear {
+ public:
+  // Parameters are allocated uninitialized: a checkpoint load or init_random fills them.
+  DenseLinear(int64_t in_features, int64_t out_features, bool with_bias, const at::TensorOptions& options);
+
+  at::Tensor forward(const at::Tensor& x) override;
+  int64_t in_features() const override { return weight_.size(1); }
+  int64_t out_features() const override { return weight_.size(0); }
+  at::Tensor effective_weight() const override { return weight_; }
+  std::optional<at::Tensor> bias() const override;
+
+ private:
+  at::Tensor weight_;  // (out_features, in_features)
+  at::Tensor bias_;    // (out_features) or undefined
+};
+
+}  // namespace rqat::model

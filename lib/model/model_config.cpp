@@ -1,0 +1,228 @@
+// Parsing of config.json for the supported decoder families. Both the classic layout
+// (rope_theta/rope_scaling, torch_dtype) and the transformers 5 layout (rope_parameters, dtype) load;
+// saving writes the classic one, which both generations of transformers and other tools read.
+#include "model/model_config.h"
+
+#include "io/error.h"
+
+namespace rqat::model {
+
+namespace {
+
+using io::Json;
+
+struct FieldReader {
+  const Json& json;
+  const std::string& source;
+
+  const Json* get(const char* key) const {
+    auto it = json.find(key);
+    return (it == json.end() || it->is_null()) ? nullptr : &*it;
+  }
+  int64_t positive_int(const char* key) const {
+    const Json* v = get(key);
+    if (v == nullptr) fail("{}: field '{}' is missing", source, key);
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0) {
+      fail("{}: field '{}' must be a positive integer, got {}", source, key, v->dump());
+    }
+    return v->get<int64_t>();
+  }
+  int64_t positive_int_or(const char* key, int64_t fallback) const {
+    return get(key) ? positive_int(key) : fallback;
+  }
+  double positive_number(const Json& obj, const char* key, double fallback, const char* where) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return fallback;
+    if (!it->is_number() || it->get<double>() <= 0) {
+      fail("{}: field '{}{}' must be a positive number, got {}", source, where, key, it->dump());
+    }
+    return it->get<double>();
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    const Json* v = get(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) fail("{}: field '{}' must be true or false, got {}", source, key, v->dump());
+    return v->get<bool>();
+  }
+  std::vector<int64_t> token_ids(const char* key) const {
+    const Json* v = get(key);
+    if (v == nullptr) return {};
+    if (v->is_number_integer()) return {v->get<int64_t>()};
+    std::vector<int64_t> ids;
+    if (v->is_array()) {
+      for (const auto& id : *v) {
+        if (!id.is_number_integer()) fail("{}: field '{}' must hold integers", source, key);
+        ids.push_back(id.get<int64_t>());
+      }
+      return ids;
+    }
+    fail("{}: field '{}' must be an integer or a list of integers", source, key);
+  }
+};
+
+void parse_rope(const FieldReader& r, ModelConfig& c) {
+  // transformers 5 nests theta and scaling in rope_parameters; 4.x has them at the top level.
+  const Json* params = r.get("rope_parameters");
+  const Json* scaling = r.get("rope_scaling");
+  if (params != nullptr && !params->is_object()) fail("{}: field 'rope_parameters' must be an object", r.source);
+  if (scaling != nullptr && !scaling->is_object()) fail("{}: field 'rope_scaling' must be an object", r.source);
+  c.rope_theta = r.positive_number(r.json, "rope_theta", c.rope_theta, "");
+  if (params != nullptr) c.rope_theta = r.positive_number(*params, "rope_theta", c.rope_theta, "rope_parameters.");
+  const Json* spec = scaling != nullptr ? scaling : params;
+  if (spec == nullptr) return;
+  const char* where = scaling != nullptr ? "rope_scaling." : "rope_parameters.";
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    auto it = spec->find(key);
+    if (it != spec->end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  }
+  if (type == "default") return;
+  if (type != "llama3") {
+    fail("{}: field '{}rope_type' is '{}'; supported: default, llama3", r.source, where, type);
+  }
+  Llama3RopeScaling s;
+  s.factor = r.positive_number(*spec, "factor", s.factor, where);
+  s.low_freq_factor = r.positive_number(*spec, "low_freq_factor", s.low_freq_factor, where);
+  s.high_freq_factor = r.positive_number(*spec, "high_freq_factor", s.high_freq_factor, where);
+  s.original_max_position_embeddings = static_cast<int64_t>(
+      r.positive_number(*spec, "original_max_position_embeddings",
+                        static_cast<double>(s.original_max_position_embeddings), where));
+  if (s.high_freq_factor <= s.low_freq_factor) {
+    fail("{}: field '{}high_freq_factor' must exceed low_freq_factor", r.source, where);
+  }
+  c.rope_llama3 = s;
+}
+
+}  // namespace
+
+const char* family_name(Family family) {
+  switch (family) {
+    case Family::kQwen2: return "qwen2";
+    case Family::kQwen3: return "qwen3";
+    case Family::kLlama: return "llama";
+  }
+  return "?";
+}
+
+ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) {
+  if (!json.is_object()) fail("{}: expected a JSON object", source);
+  FieldReader r{json, source};
+  ModelConfig c;
+  c.raw = json;
+  const Json* type = r.get("model_type");
+  if (type == nullptr || !type->is_string()) fail("{}: field 'model_type' is missing", source);
+  c.model_type = type->get<std::string>();
+  if (c.model_type == "qwen2") {
+    c.family = Family::kQwen2;
+  } else if (c.model_type == "qwen3") {
+    c.family = Family::kQwen3;
+  } else if (c.model_type == "llama") {
+    c.family = Family::kLlama;
+  } else {
+    fail("{}: field 'model_type' is '{}'; supported: qwen2, qwen3, llama", source, c.model_type);
+  }
+
+  c.vocab_size = r.positive_int("vocab_size");
+  c.hidden_size = r.positive_int("hidden_size");
+  c.intermediate_size = r.positive_int("intermediate_size");
+  c.num_hidden_layers = r.positive_int("num_hidden_layers");
+  c.num_attention_heads = r.positive_int("num_attention_heads");
+  c.num_key_value_heads = r.positive_int_or("num_key_value_heads", c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    fail("{}: field 'num_key_value_heads' ({}) must divide num_attention_heads ({})", source,
+         c.num_key_value_heads, c.num_attention_heads);
+  }
+  if (r.get("head_dim") != nullptr) {
+    c.head_dim = r.positive_int("head_dim");
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0) {
+      fail("{}: field 'hidden_size' ({}) is not a multiple of num_attention_heads ({}) and no head_dim is given",
+           source, c.hidden_size, c.num_attention_heads);
+    }
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) fail("{}: field 'head_dim' ({}) must be even for rotary embeddings", source, c.head_dim);
+  c.rms_norm_eps = r.positive_number(json, "rms_norm_eps", c.rms_norm_eps, "");
+  c.max_position_embeddings = r.positive_int_or("max_position_embeddings", c.max_position_embeddings);
+  parse_rope(r, c);
+  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+
+  if (const Json* act = r.get("hidden_act"); act != nullptr && (!act->is_string() || act->get<std::string>() != "silu")) {
+    fail("{}: field 'hidden_act' is {}; only \"silu\" (SwiGLU) is supported", source, act->dump());
+  }
+  if (r.boolean_or("use_sliding_window", false)) {
+    fail("{}: field 'use_sliding_window' is true; sliding-window attention is not supported", source);
+  }
+  switch (c.family) {
+    case Family::kQwen2:  // q/k/v always carry a bias in Qwen2, o_proj never
+      c.attention_bias = true;
+      break;
+    case Family::kQwen3:
+      c.qk_norm = true;
+      c.attention_bias = c.o_proj_bias = r.boolean_or("attention_bias", false);
+      break;
+    case Family::kLlama:
+      c.attention_bias = c.o_proj_bias = r.boolean_or("attention_bias", false);
+      c.mlp_bias = r.boolean_or("mlp_bias", false);
+      break;
+  }
+  c.eos_token_ids = r.token_ids("eos_token_id");
+  if (auto bos = r.token_ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (const Json* d = r.get(key); d != nullptr && d->is_string()) c.torch_dtype = d->get<std::string>();
+  }
+  return c;
+}
+
+ModelConfig ModelConfig::load(const std::filesystem::path& config_json) {
+  return from_json(io::read_json_file(config_json), config_json.string());
+}
+
+io::Json ModelConfig::to_json() const {
+  Json j = raw.is_object() ? raw : Json::object();
+  j.erase("rope_parameters");
+  j.erase("dtype");
+  j["model_type"] = model_type;
+  if (!j.contains("architectures")) {
+    const char* arch = family == Family::kQwen2   ? "Qwen2ForCausalLM"
+                       : family == Family::kQwen3 ? "Qwen3ForCausalLM"
+                                                  : "LlamaForCausalLM";
+    j["architectures"] = Json::array({arch});
+  }
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  j["head_dim"] = head_dim;
+  j["hidden_act"] = "silu";
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rope_theta"] = rope_theta;
+  if (rope_llama3) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", rope_llama3->factor},
+                         {"low_freq_factor", rope_llama3->low_freq_factor},
+                         {"high_freq_factor", rope_llama3->high_freq_factor},
+                         {"original_max_position_embeddings", rope_llama3->original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  if (family != Family::kQwen2) j["attention_bias"] = attention_bias;
+  if (family == Family::kLlama) j["mlp_bias"] = mlp_bias;
+  if (bos_token_id) j["bos_token_id"] = *bos_token_id;
+  if (eos_token_ids.size() == 1) {
+    j["eos_token_id"] = eos_token_ids.front();
+  } else if (!eos_token_ids.empty()) {
+    j["eos_token_id"] = eos_token_ids;
+  }
+  j["torch_dtype"] = torch_dtype;
+  return j;
+}
+
+}  // namespace rqat::model

@@ -1,0 +1,66 @@
+// The architecture of a decoder as read from a Hugging Face config.json (qwen2, qwen3, llama),
+// validated field by field. Unknown keys are kept verbatim so a saved config round-trips.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/json_file.h"
+
+namespace rqat::model {
+
+enum class Family { kQwen2, kQwen3, kLlama };
+
+// rope_scaling of type "llama3" (Llama 3.1+): low frequencies are slowed down by `factor`,
+// high ones kept, and the band in between interpolated.
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Family family = Family::kQwen3;
+  std::string model_type;          // "qwen2" | "qwen3" | "llama"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;   // SwiGLU inner width
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // < num_attention_heads means grouped-query attention
+  int64_t head_dim = 0;            // explicit in qwen3/llama configs, else hidden/heads
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  std::optional<Llama3RopeScaling> rope_llama3;
+  int64_t max_position_embeddings = 4096;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;     // q/k/v biases (qwen2 always; llama when attention_bias)
+  bool o_proj_bias = false;        // llama's attention_bias also covers o_proj
+  bool mlp_bias = false;           // llama only
+  bool qk_norm = false;            // qwen3: RMSNorm over each head of q and k
+  std::vector<int64_t> eos_token_ids;
+  std::optional<int64_t> bos_token_id;
+  std::string torch_dtype = "float32";  // dtype the checkpoint was saved in
+
+  io::Json raw;         // the original config.json, for a faithful save
+  io::Json generation;  // generation_config.json of the directory (null when absent)
+
+  // Parses and validates; errors name the file and the field.
+  static ModelConfig from_json(const io::Json& json, const std::string& source);
+  static ModelConfig load(const std::filesystem::path& config_json);
+
+  // config.json text in the classic (transformers 4.x) layout that every HF-based tool reads.
+  io::Json to_json() const;
+
+  int64_t num_kv_groups() const { return num_attention_heads / num_key_value_heads; }
+  int64_t q_dim() const { return num_attention_heads * head_dim; }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+};
+
+const char* family_name(Family family);
+
+}  // namespace rqat::model

@@ -1,0 +1,111 @@
+// See model_dir.h.
+#include "model/model_dir.h"
+
+#include <ATen/ATen.h>
+
+#include "io/checkpoint.h"
+#include "io/error.h"
+#include "io/json_file.h"
+
+namespace rqat::model {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Tokenizer files that transformers' AutoTokenizer reads; copied so an artifact is self-contained.
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                           "vocab.json", "merges.txt", "added_tokens.json",
+                                           "tokenizer.model", "chat_template.jinja"};
+
+bool ignorable_extra(const std::string& name, const ModelConfig& config) {
+  // Some exporters store the rotary table; a tied model may still carry a copy of the embedding.
+  return name.ends_with("rotary_emb.inv_freq") || (config.tie_word_embeddings && name == "lm_head.weight");
+}
+
+}  // namespace
+
+const char* hf_dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    default: fail("dtype {} is not a model dtype (float32, bfloat16, float16)", c10::toString(dtype));
+  }
+}
+
+at::ScalarType hf_dtype_to_scalar(const std::string& name) {
+  if (name == "bfloat16") return at::kBFloat16;
+  if (name == "float16") return at::kHalf;
+  return at::kFloat;
+}
+
+void load_weights(CausalLM& model, const fs::path& dir) {
+  io::CheckpointReader checkpoint(dir);
+  const std::string where = dir.string();
+  const auto& options = model.options();
+  std::set<std::string> used;
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    if (!checkpoint.contains(name)) {
+      fail("{}: checkpoint has no tensor '{}', which this {} config needs", where, name, model.config().model_type);
+    }
+    at::Tensor stored = checkpoint.tensor(name);
+    at::Tensor& param = item.value();
+    if (stored.sizes() != param.sizes()) {
+      fail("{}: tensor '{}' has shape {} but config.json implies {}", where, name, c10::str(stored.sizes()),
+           c10::str(param.sizes()));
+    }
+    if (!at::isFloatingType(stored.scalar_type())) {
+      fail("{}: tensor '{}' is stored as {}, expected a floating-point weight", where, name,
+           c10::toString(stored.scalar_type()));
+    }
+    // A no-op (and so no copy) when dtype and device already match.
+    param.set_data(stored.to(options.device(), options.dtype().toScalarType()));
+    used.insert(name);
+  }
+  for (const auto& name : checkpoint.names()) {
+    if (used.count(name) == 0 && !ignorable_extra(name, model.config())) {
+      fail("{}: unexpected tensor '{}' in the checkpoint (quantized or different architecture?)", where, name);
+    }
+  }
+}
+
+std::shared_ptr<CausalLM> load_causal_lm(const fs::path& dir, const LoadOptions& options) {
+  if (!fs::is_directory(dir)) fail("{}: model directory does not exist", dir.string());
+  ModelConfig config = ModelConfig::load(dir / "config.json");
+  if (fs::exists(dir / "generation_config.json")) config.generation = io::read_json_file(dir / "generation_config.json");
+  // Build the modules on the CPU without touching memory (at::empty), then swap in the mapped weights.
+  auto model = std::make_shared<CausalLM>(config, at::TensorOptions().dtype(options.dtype).device(options.device));
+  load_weights(*model, dir);
+  return model;
+}
+
+void save_causal_lm(const CausalLM& model, const fs::path& dir, const SaveOptions& options) {
+  fs::create_directories(dir);
+  const at::ScalarType dtype = options.dtype.value_or(model.options().dtype().toScalarType());
+  ModelConfig config = model.config();
+  config.torch_dtype = hf_dtype_name(dtype);
+  io::NamedTensors tensors = model.state_tensors();
+  for (auto& [name, t] : tensors) t = t.detach().to(at::kCPU, dtype);
+  io::write_checkpoint(dir, tensors, options.max_shard_bytes);
+  io::write_json_file(dir / "config.json", config.to_json());
+
+  io::Json generation = config.generation.is_object() ? config.generation : io::Json::object();
+  if (config.bos_token_id && !generation.contains("bos_token_id")) generation["bos_token_id"] = *config.bos_token_id;
+  if (!config.eos_token_ids.empty() && !generation.contains("eos_token_id")) {
+    generation["eos_token_id"] = config.eos_token_ids.size() == 1 ? io::Json(config.eos_token_ids[0])
+                                                                  : io::Json(config.eos_token_ids);
+  }
+  io::write_json_file(dir / "generation_config.json", generation);
+
+  if (options.tokenizer_from && fs::absolute(*options.tokenizer_from) != fs::absolute(dir)) {
+    for (const char* file : kTokenizerFiles) {
+      const fs::path source = *options.tokenizer_from / file;
+      if (fs::exists(source)) fs::copy_file(source, dir / file, fs::copy_options::overwrite_existing);
+    }
+  }
+}
+
+}  // namespace rqat::model

@@ -1,0 +1,53 @@
+// See rotary.h. Frequencies are computed in float32 exactly as the reference does, since a
+// different rounding of inv_freq shows up as logit differences at long positions.
+#include "model/rotary.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <numbers>
+
+namespace rqat::model {
+
+namespace {
+
+// Llama 3.1 scaling: wavelengths longer than original_context/low_freq_factor are divided by
+// `factor`, shorter than original_context/high_freq_factor kept, and the band between blended.
+at::Tensor scale_llama3(const at::Tensor& inv_freq, const Llama3RopeScaling& s) {
+  const double old_context = static_cast<double>(s.original_max_position_embeddings);
+  const double low_freq_wavelen = old_context / s.low_freq_factor;
+  const double high_freq_wavelen = old_context / s.high_freq_factor;
+  auto wavelen = 2 * std::numbers::pi / inv_freq;
+  auto scaled = at::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
+  auto smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  auto blended = (1 - smooth) * scaled / s.factor + smooth * scaled;
+  auto medium = at::logical_and(wavelen >= high_freq_wavelen, wavelen <= low_freq_wavelen);
+  return at::where(medium, blended, scaled);
+}
+
+}  // namespace
+
+RotaryEmbedding::RotaryEmbedding(const ModelConfig& config) {
+  const int64_t dim = config.head_dim;
+  auto exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
+  inv_freq_ = 1.0 / at::pow(config.rope_theta, exponents);
+  if (config.rope_llama3) inv_freq_ = scale_llama3(inv_freq_, *config.rope_llama3);
+}
+
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& positions,
+                                                           at::ScalarType dtype) const {
+  auto inv_freq = inv_freq_.to(positions.device());
+  auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // (B, T, D/2)
+  auto emb = at::cat({freqs, freqs}, -1);
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half);
+  auto x2 = x.narrow(-1, half, half);
+  auto rotated = at::cat({-x2, x1}, -1);
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+}
+
+}  // namespace rqat::model

@@ -1,0 +1,28 @@
+// Rotary position embedding (RoPE) with the llama3 frequency scaling, in the rotate-half layout of
+// Hugging Face checkpoints (the two halves of each head are the real and imaginary parts).
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <utility>
+
+#include "model/model_config.h"
+
+namespace rqat::model {
+
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(const ModelConfig& config);
+
+  // positions: (B, T) int64 -> cos, sin: (B, T, head_dim) in `dtype` on positions' device.
+  std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions, at::ScalarType dtype) const;
+  const at::Tensor& inv_freq() const { return inv_freq_; }  // (head_dim / 2) float32, on the CPU
+
+ private:
+  at::Tensor inv_freq_;
+};
+
+// x: (B, H, T, D); cos, sin: (B, T, D)
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+}  // namespace rqat::model

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The tools fail on bad input with one line naming the culprit and a non-zero exit.
+# Usage: cli_errors.sh PATH/TO/rqat
+set -u
+rqat=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+expect_error() {  # expect_error NEEDLE CMD...: non-zero exit, one line on stderr containing NEEDLE
+  local needle=$1
+  shift
+  local err rc
+  err=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ $rc -eq 0 ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] || [[ "$err" != *"$needle"* ]]; then
+    echo "FAIL: $* -> rc=$rc, stderr: $err"
+    failures=$((failures + 1))
+  else
+    echo "ok: $err"
+  fi
+}
+
+mkdir -p "$tmp/m"
+echo '{"model_type": "qwen3", "hidden_size": 32}' >"$tmp/m/config.json"
+expect_error "field 'vocab_size' is missing" "$rqat" info --model "$tmp/m"
+echo '{"model_type": "qwen3", ' >"$tmp/m/config.json"
+expect_error "invalid JSON" "$rqat" info --model "$tmp/m"
+cat >"$tmp/cfg.json" <<'JSON'
+{"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 50}
+JSON
+"$rqat" init-model --config "$tmp/cfg.json" --out "$tmp/good" --seed 1 >/dev/null || { echo "FAIL: init-model"; exit 1; }
+head -c 100 "$tmp/good/model.safetensors" >"$tmp/cut.safetensors" && cp "$tmp/good/config.json" "$tmp/m/config.json"
+mv "$tmp/cut.safetensors" "$tmp/m/model.safetensors"
+expect_error "model.safetensors" "$rqat" info --model "$tmp/m"
+expect_error "--device" "$rqat" logits --model "$tmp/good" --input "$tmp/cfg.json" --out "$tmp/o" --device tpu
+expect_error "cfg.json" "$rqat" logits --model "$tmp/good" --input "$tmp/cfg.json" --out "$tmp/o" --device cpu
+expect_error "not implemented" "$(dirname "$rqat")/ptq" --model "$tmp/good" --out "$tmp/q"
+
+echo "$failures failed"
+[ $failures -eq 0 ]

@@ -1,0 +1,77 @@
+// See test_util.h.
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+
+#include "io/error.h"
+
+namespace rqat::test {
+
+TempDir::TempDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::temp_directory_path() /
+          ("rqat_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+model::ModelConfig tiny_config(model::Family family, bool tied) {
+  io::Json j = {{"hidden_size", 48}, {"intermediate_size", 80}, {"num_hidden_layers", 2},
+                {"num_attention_heads", 6}, {"num_key_value_heads", 2}, {"vocab_size", 97},
+                {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", tied}, {"max_position_embeddings", 256}};
+  switch (family) {
+    case model::Family::kQwen2:
+      j["model_type"] = "qwen2";
+      j["rope_theta"] = 10000.0;
+      break;
+    case model::Family::kQwen3:
+      j["model_type"] = "qwen3";
+      j["head_dim"] = 12;  // 6 * 12 = 72 != 48
+      j["rope_theta"] = 1000000.0;
+      break;
+    case model::Family::kLlama:
+      j["model_type"] = "llama";
+      j["head_dim"] = 16;
+      j["rope_theta"] = 500000.0;
+      j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
+      break;
+  }
+  return model::ModelConfig::from_json(j, "tiny_config");
+}
+
+void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    INFO("error message: " << message);
+    CHECK(message.find('\n') == std::string::npos);
+    for (const auto& needle : needles) CHECK(message.find(needle) != std::string::npos);
+    return;
+  }
+  FAIL("expected an rqat::Error");
+}
+
+void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), bytes.size());
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace rqat::test

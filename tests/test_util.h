@@ -1,0 +1,35 @@
+// Helpers shared by the tests: temporary directories, tiny configs of each family, error checks.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "model/model_config.h"
+
+namespace rqat::test {
+
+// A fresh, empty directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Tiny configs with awkward shapes: GQA ratio 3, head_dim != hidden/heads, odd vocab sizes.
+model::ModelConfig tiny_config(model::Family family, bool tied);
+
+// Runs fn, requires it to throw rqat::Error whose message is one line and contains every needle.
+void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles);
+
+void write_bytes(const std::filesystem::path& path, const std::string& bytes);
+std::string read_bytes(const std::filesystem::path& path);
+
+}  // namespace rqat::test
