@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
   auto model = mode == "mmap" ? rqat::model::load_causal_lm(dir, {dtype, c10::kCPU}) : load_by_copy(dir, dtype);
   torch::NoGradGuard no_grad;
   double checksum = 0;
-  for (const auto& p : model->parameters()) checksum += p.to(at::kFloat).sum().item<double>();  // touch every page
+  // Touch every page; sum() reduces in place, so no temporary copy inflates the peak.
+  for (const auto& p : model->parameters()) checksum += p.sum().item<double>();
   auto logits = model->forward(at::arange(16, at::kLong).view({1, 16}));
 
   const int64_t peak_kb = proc_status_kb("VmHWM");
