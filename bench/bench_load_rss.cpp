@@ -1,10 +1,10 @@
 // Peak memory of loading a model directory, against a naive loader that reads the files into memory
 // and copies tensors out (the peer), each in its own process so peaks do not mix. Prints the peak
-// resident set added by loading (weights touched and one forward run) divided by the checkpoint size.
-// Usage: bench_load_rss --model DIR --mode mmap|copy [--dtype bf16|f32]
+// resident set added by loading (weights touched and one forward run) divided by the checkpoint
+// size. Usage: bench_load_rss --model DIR --mode mmap|copy [--dtype bf16|f32]
 #include <ATen/ATen.h>
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <fstream>
 #include <sstream>
@@ -27,7 +27,8 @@ int64_t proc_status_kb(const std::string& key) {
 }
 
 // The peer: every file read into a heap buffer, every tensor copied out of it.
-std::shared_ptr<rqat::model::CausalLM> load_by_copy(const std::filesystem::path& dir, at::ScalarType dtype) {
+std::shared_ptr<rqat::model::CausalLM> load_by_copy(const std::filesystem::path& dir,
+                                                    at::ScalarType dtype) {
   auto config = rqat::model::ModelConfig::load(dir / "config.json");
   auto model = std::make_shared<rqat::model::CausalLM>(config, at::TensorOptions(dtype));
   rqat::io::CheckpointReader reader(dir);  // for names and offsets only
@@ -36,9 +37,11 @@ std::shared_ptr<rqat::model::CausalLM> load_by_copy(const std::filesystem::path&
     std::ifstream in(file->path(), std::ios::binary);
     std::vector<char> bytes(file->file_size());
     in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    const uint64_t data_start = bytes.size() - (file->entries().empty() ? 0 : file->entries().back().end);
+    const uint64_t data_start =
+        bytes.size() - (file->entries().empty() ? 0 : file->entries().back().end);
     for (const auto& e : file->entries()) {
-      auto view = at::from_blob(bytes.data() + data_start + e.begin, e.shape, at::TensorOptions(e.dtype));
+      auto view =
+          at::from_blob(bytes.data() + data_start + e.begin, e.shape, at::TensorOptions(e.dtype));
       copies[e.name] = view.to(dtype).clone();
     }
   }
@@ -53,7 +56,8 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_load_rss: peak RSS of loading a model, mmap loader vs copying loader"};
   std::string dir, mode = "mmap", dtype_name = "bf16";
   app.add_option("--model", dir, "Model directory")->required()->check(CLI::ExistingDirectory);
-  app.add_option("--mode", mode, "mmap (rqat's loader) or copy (naive peer)")->check(CLI::IsMember({"mmap", "copy"}));
+  app.add_option("--mode", mode, "mmap (rqat's loader) or copy (naive peer)")
+      ->check(CLI::IsMember({"mmap", "copy"}));
   app.add_option("--dtype", dtype_name, "Load dtype")->check(CLI::IsMember({"bf16", "f32"}));
   CLI11_PARSE(app, argc, argv);
   const auto dtype = dtype_name == "bf16" ? at::kBFloat16 : at::kFloat;
@@ -62,7 +66,8 @@ int main(int argc, char** argv) {
   const int64_t baseline_kb = proc_status_kb("VmRSS");
   const uint64_t checkpoint_bytes = rqat::io::CheckpointReader(dir).total_bytes();
 
-  auto model = mode == "mmap" ? rqat::model::load_causal_lm(dir, {dtype, c10::kCPU}) : load_by_copy(dir, dtype);
+  auto model = mode == "mmap" ? rqat::model::load_causal_lm(dir, {dtype, c10::kCPU})
+                              : load_by_copy(dir, dtype);
   torch::NoGradGuard no_grad;
   double checksum = 0;
   // Touch every page; sum() reduces in place, so no temporary copy inflates the peak.
@@ -71,9 +76,11 @@ int main(int argc, char** argv) {
 
   const int64_t peak_kb = proc_status_kb("VmHWM");
   const double added = (peak_kb - baseline_kb) * 1024.0;
-  fmt::print("{:5s} loader: checkpoint {:.1f} MB, baseline RSS {:.1f} MB, peak RSS {:.1f} MB, "
-             "added/checkpoint = {:.3f}, peak/checkpoint = {:.3f} (checksum {:.3g}, logit {:.3g})\n",
-             mode, checkpoint_bytes / 1e6, baseline_kb / 1024.0, peak_kb / 1024.0, added / checkpoint_bytes,
-             peak_kb * 1024.0 / checkpoint_bytes, checksum, logits.abs().max().item<double>());
+  fmt::print(
+      "{:5s} loader: checkpoint {:.1f} MB, baseline RSS {:.1f} MB, peak RSS {:.1f} MB, "
+      "added/checkpoint = {:.3f}, peak/checkpoint = {:.3f} (checksum {:.3g}, logit {:.3g})\n",
+      mode, checkpoint_bytes / 1e6, baseline_kb / 1024.0, peak_kb / 1024.0,
+      added / checkpoint_bytes, peak_kb * 1024.0 / checkpoint_bytes, checksum,
+      logits.abs().max().item<double>());
   return 0;
 }

@@ -26,11 +26,13 @@ TEST_CASE("chat templates render exactly as transformers' apply_chat_template") 
       std::vector<rqat::chat::Message> messages;
       for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
       rqat::chat::RenderOptions options{c["add_generation_prompt"], c["enable_thinking"]};
-      INFO("conversation " << c["messages"].dump() << " generation prompt " << options.add_generation_prompt
-                           << " thinking " << options.enable_thinking);
+      INFO("conversation " << c["messages"].dump() << " generation prompt "
+                           << options.add_generation_prompt << " thinking "
+                           << options.enable_thinking);
       CHECK(tmpl.render(messages, options) == c["expected"].get<std::string>());
       ++compared;
     }
-    std::cout << name << ": " << compared << " renderings identical to transformers (" << tmpl.format_name() << ")\n";
+    std::cout << name << ": " << compared << " renderings identical to transformers ("
+              << tmpl.format_name() << ")\n";
   }
 }

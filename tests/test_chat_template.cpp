@@ -26,7 +26,8 @@ default_system: "Be brief."
 TEST_CASE("an override file wins over the directory's template, which may be missing") {
   TempDir dir("chat_override");
   rqat::test::write_bytes(dir / "t.yaml", "user: \"U:{content}\"\nassistant: \"A:{content}\"\n");
-  require_error([&] { ChatTemplate::load(dir.path()); }, {dir.path().string(), "no chat template", "--chat-template"});
+  require_error([&] { ChatTemplate::load(dir.path()); },
+                {dir.path().string(), "no chat template", "--chat-template"});
   auto t = ChatTemplate::load(dir.path(), dir / "t.yaml");
   CHECK(t.render({{"user", "x"}}, {false, true}) == "U:x");
 }
@@ -34,26 +35,32 @@ TEST_CASE("an override file wins over the directory's template, which may be mis
 TEST_CASE("template files with mistakes are one-line errors") {
   TempDir dir("chat_bad");
   rqat::test::write_bytes(dir / "a.yaml", "user: \"{content}\"\nasistant: \"{content}\"\n");
-  require_error([&] { ChatTemplate::from_file(dir / "a.yaml"); }, {"a.yaml", "line 2", "'asistant'"});
+  require_error([&] { ChatTemplate::from_file(dir / "a.yaml"); },
+                {"a.yaml", "line 2", "'asistant'"});
   rqat::test::write_bytes(dir / "b.yaml", "user: \"no placeholder\"\nassistant: \"{content}\"\n");
   require_error([&] { ChatTemplate::from_file(dir / "b.yaml"); }, {"b.yaml", "{content}"});
   rqat::test::write_bytes(dir / "c.yaml", "user: [1, 2\n");
   require_error([&] { ChatTemplate::from_file(dir / "c.yaml"); }, {"c.yaml", "line"});
-  require_error([&] { ChatTemplate::from_file(dir / "missing.yaml"); }, {"missing.yaml", "cannot open"});
+  require_error([&] { ChatTemplate::from_file(dir / "missing.yaml"); },
+                {"missing.yaml", "cannot open"});
 }
 
 TEST_CASE("an unknown Jinja template is an error that says how to give one") {
-  require_error([&] { ChatTemplate::recognize("{{ messages }}", "", "", "tok/tokenizer_config.json"); },
-                {"tok/tokenizer_config.json", "not a recognized format", "--chat-template"});
+  require_error(
+      [&] { ChatTemplate::recognize("{{ messages }}", "", "", "tok/tokenizer_config.json"); },
+      {"tok/tokenizer_config.json", "not a recognized format", "--chat-template"});
 }
 
 TEST_CASE("the ChatML default system prompt is read from the template, escapes included") {
   const std::string jinja =
-      "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + "
-      "'<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nPut it in \\\\boxed{}.<|im_end|>\\n' }}{%- endif %}"
+      "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
+      "messages[0]['content'] + "
+      "'<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nPut it in \\\\boxed{}.<|im_end|>\\n' "
+      "}}{%- endif %}"
       "<|im_start|><|im_end|>";
   auto t = ChatTemplate::recognize(jinja, "", "<|im_end|>", "x");
-  CHECK(t.render({{"user", "q"}}) == "<|im_start|>system\nPut it in \\boxed{}.<|im_end|>\n<|im_start|>user\nq<|im_end|>\n"
-                                     "<|im_start|>assistant\n");
+  CHECK(t.render({{"user", "q"}}) ==
+        "<|im_start|>system\nPut it in \\boxed{}.<|im_end|>\n<|im_start|>user\nq<|im_end|>\n"
+        "<|im_start|>assistant\n");
   require_error([&] { t.render({{"tool", "r"}}); }, {"role 'tool'"});
 }

@@ -14,7 +14,8 @@ namespace {
 
 rqat::io::NamedTensors some_tensors() {
   rqat::io::NamedTensors t;
-  for (int i = 0; i < 6; ++i) t.emplace_back("layer." + std::to_string(i) + ".weight", at::full({10, 10}, float(i)));
+  for (int i = 0; i < 6; ++i)
+    t.emplace_back("layer." + std::to_string(i) + ".weight", at::full({10, 10}, float(i)));
   return t;
 }
 
@@ -32,7 +33,8 @@ TEST_CASE("checkpoint: single file and shards read back the same tensors") {
     for (const auto& [name, t] : tensors) CHECK(at::equal(reader.tensor(name), t));
     // Only the files of the latest save remain.
     int weight_files = 0;
-    for (const auto& e : std::filesystem::directory_iterator(dir.path())) weight_files += e.path().extension() == ".safetensors";
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      weight_files += e.path().extension() == ".safetensors";
     CHECK(weight_files == static_cast<int>(reader.files().size()));
     CHECK(std::filesystem::exists(dir / "model.safetensors.index.json") == (shard_bytes != 0));
   }
@@ -46,17 +48,20 @@ TEST_CASE("checkpoint: index and shards must agree") {
 
   SECTION("a shard is missing") {
     std::filesystem::remove(dir / "model-00002-of-00003.safetensors");
-    require_error([&] { CheckpointReader r(dir.path()); }, {"index.json", "model-00002-of-00003.safetensors"});
+    require_error([&] { CheckpointReader r(dir.path()); },
+                  {"index.json", "model-00002-of-00003.safetensors"});
   }
   SECTION("a tensor is mapped to the wrong shard") {
     index["weight_map"]["layer.0.weight"] = "model-00002-of-00003.safetensors";
     rqat::io::write_json_file(index_path, index);
-    require_error([&] { CheckpointReader r(dir.path()); }, {"'layer.0.weight'", "does not contain it"});
+    require_error([&] { CheckpointReader r(dir.path()); },
+                  {"'layer.0.weight'", "does not contain it"});
   }
   SECTION("a shard holds a tensor the index does not list") {
     index["weight_map"].erase("layer.5.weight");
     rqat::io::write_json_file(index_path, index);
-    require_error([&] { CheckpointReader r(dir.path()); }, {"'layer.5.weight'", "index does not map"});
+    require_error([&] { CheckpointReader r(dir.path()); },
+                  {"'layer.5.weight'", "index does not map"});
   }
   SECTION("weight_map is missing") {
     rqat::io::write_json_file(index_path, rqat::io::Json{{"metadata", {}}});
@@ -70,5 +75,6 @@ TEST_CASE("checkpoint: index and shards must agree") {
 
 TEST_CASE("checkpoint: a directory without weights is a clear error") {
   TempDir dir("ckpt_empty");
-  require_error([&] { CheckpointReader r(dir.path()); }, {dir.path().string(), "model.safetensors"});
+  require_error([&] { CheckpointReader r(dir.path()); },
+                {dir.path().string(), "model.safetensors"});
 }

@@ -26,7 +26,8 @@ namespace {
 constexpr double kTol = 1e-5;
 
 std::shared_ptr<CausalLM> random_model(Family family, bool tied, uint64_t seed = 1) {
-  auto model = std::make_shared<CausalLM>(rqat::test::tiny_config(family, tied), at::TensorOptions(at::kFloat));
+  auto model = std::make_shared<CausalLM>(rqat::test::tiny_config(family, tied),
+                                          at::TensorOptions(at::kFloat));
   rqat::model::init_random(*model, seed, /*std=*/0.2);
   // Non-trivial norms and biases so that a wrong name or a skipped term shows up.
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 100);
@@ -38,13 +39,18 @@ std::shared_ptr<CausalLM> random_model(Family family, bool tied, uint64_t seed =
   return model;
 }
 
-double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
 
 struct FamilyCase {
   Family family;
   bool tied;
 };
-const FamilyCase kCases[] = {{Family::kQwen2, false}, {Family::kQwen3, true}, {Family::kLlama, false}, {Family::kLlama, true}};
+const FamilyCase kCases[] = {{Family::kQwen2, false},
+                             {Family::kQwen3, true},
+                             {Family::kLlama, false},
+                             {Family::kLlama, true}};
 
 }  // namespace
 
@@ -79,10 +85,12 @@ TEST_CASE("KV-cache prefill + one-token decode equals the full forward") {
 
     auto cache = model->make_cache(/*slots=*/3, /*capacity=*/steps);
     std::vector<int64_t> slots{0, 1, 2};
-    auto prefill = model->forward_cached(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), slots, cache);
+    auto prefill =
+        model->forward_cached(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), slots, cache);
     auto real = mask.to(at::kBool);
     auto real_prompt = real.narrow(1, 0, prompt);
-    CHECK(max_diff(prefill.index({real_prompt}), full.narrow(1, 0, prompt).index({real_prompt})) < kTol);
+    CHECK(max_diff(prefill.index({real_prompt}), full.narrow(1, 0, prompt).index({real_prompt})) <
+          kTol);
     for (int64_t t = prompt; t < steps; ++t) {
       auto step = model->forward_cached(ids.narrow(1, t, 1), mask.narrow(1, t, 1), slots, cache);
       INFO("step " << t);
@@ -104,9 +112,9 @@ TEST_CASE("cache slots are independent and reusable (continuous batching)") {
   auto full_c = model->forward(c);
 
   auto cache = model->make_cache(/*slots=*/2, /*capacity=*/16);
-  model->forward_cached(a, {}, {0}, cache);                       // a long sequence in slot 0
-  model->forward_cached(b.narrow(1, 0, 3), {}, {1}, cache);       // b's prompt in slot 1
-  cache.reset_slot(0);                                            // a finishes; c takes its slot
+  model->forward_cached(a, {}, {0}, cache);                  // a long sequence in slot 0
+  model->forward_cached(b.narrow(1, 0, 3), {}, {1}, cache);  // b's prompt in slot 1
+  cache.reset_slot(0);                                       // a finishes; c takes its slot
   auto c_prefill = model->forward_cached(c.narrow(1, 0, 2), {}, {0}, cache);
   CHECK(max_diff(c_prefill, full_c.narrow(1, 0, 2)) < kTol);
   // Decode both together although their caches hold different lengths (2 and 3).
@@ -116,8 +124,11 @@ TEST_CASE("cache slots are independent and reusable (continuous batching)") {
     CHECK(max_diff(step[0][0], full_c[0][2 + t]) < kTol);
     CHECK(max_diff(step[1][0], full_b[0][3 + t]) < kTol);
   }
-  rqat::test::require_error([&] { model->forward_cached(at::zeros({1, 20}, at::kLong), {}, {1}, cache); },
-                            {"slot 1", "capacity 16"});
+  rqat::test::require_error(
+      [&] {
+        model->forward_cached(at::zeros({1, 20}, at::kLong), {}, {1}, cache);
+      },
+      {"slot 1", "capacity 16"});
 }
 
 TEST_CASE("save and load round-trip bit-exactly, single file and sharded") {
@@ -172,7 +183,8 @@ TEST_CASE("loading a bf16 checkpoint in bf16 maps the file instead of copying it
     ++total;
   }
   CHECK(inside == total);
-  // And the bf16 model computes the same as the f32 model rounded to bf16 weights, within bf16 error.
+  // And the bf16 model computes the same as the f32 model rounded to bf16 weights, within bf16
+  // error.
   auto ids = at::arange(8, at::kLong).view({1, 8});
   auto f32 = rqat::model::load_causal_lm(dir.path(), {at::kFloat, c10::kCPU});
   torch::NoGradGuard no_grad;
@@ -192,11 +204,13 @@ TEST_CASE("every projection is a replaceable Linear") {
   torch::NoGradGuard no_grad;
   auto ids = at::arange(6, at::kLong).view({1, 6});
   auto before = model->forward(ids);
-  auto zero = std::make_shared<rqat::model::DenseLinear>(48, 80, false, at::TensorOptions(at::kFloat));
+  auto zero =
+      std::make_shared<rqat::model::DenseLinear>(48, 80, false, at::TensorOptions(at::kFloat));
   zero->named_parameters()["weight"].zero_();
   model->replace_linear(slots[4], zero);  // model.layers.0.mlp.gate_proj
   CHECK(model->named_parameters().contains("model.layers.0.mlp.gate_proj.weight"));
-  CHECK(model->model->layers->ptr<rqat::model::DecoderLayer>(0)->mlp->gate_proj.get() == zero.get());
+  CHECK(model->model->layers->ptr<rqat::model::DecoderLayer>(0)->mlp->gate_proj.get() ==
+        zero.get());
   CHECK(max_diff(model->forward(ids), before) > 1e-3);
 }
 
@@ -223,20 +237,24 @@ TEST_CASE("loader errors name the directory and tensor") {
   SECTION("missing tensor") {
     tensors.erase(tensors.begin() + 3);
     rqat::io::write_checkpoint(dir.path(), tensors, 0);
-    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir.path()); }, {dir.path().string(), "no tensor"});
+    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir.path()); },
+                              {dir.path().string(), "no tensor"});
   }
   SECTION("unexpected tensor") {
     tensors.emplace_back("model.layers.0.self_attn.q_proj.qweight", at::zeros({2}, at::kInt));
     rqat::io::write_checkpoint(dir.path(), tensors, 0);
-    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir.path()); }, {"unexpected tensor", "qweight"});
+    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir.path()); },
+                              {"unexpected tensor", "qweight"});
   }
   SECTION("shape that disagrees with config.json") {
     auto config = rqat::io::read_json_file(dir / "config.json");
     config["intermediate_size"] = 64;
     rqat::io::write_json_file(dir / "config.json", config);
-    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir.path()); }, {"mlp.gate_proj.weight", "shape"});
+    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir.path()); },
+                              {"mlp.gate_proj.weight", "shape"});
   }
   SECTION("no directory") {
-    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir / "nope"); }, {"nope", "does not exist"});
+    rqat::test::require_error([&] { rqat::model::load_causal_lm(dir / "nope"); },
+                              {"nope", "does not exist"});
   }
 }

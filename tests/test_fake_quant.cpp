@@ -28,11 +28,13 @@ TEST_CASE("fake quant: ATen path equals the reference bit for bit") {
   struct Shape {
     int64_t rows, cols, group;
   };
-  const Shape shapes[] = {{1, 32, 32}, {7, 96, 32}, {5, 128, 64}, {3, 256, 128}, {4, 40, -1}, {1, 1, 1}, {9, 33, 11}};
+  const Shape shapes[] = {{1, 32, 32}, {7, 96, 32}, {5, 128, 64}, {3, 256, 128},
+                          {4, 40, -1}, {1, 1, 1},   {9, 33, 11}};
   for (const auto& s : shapes) {
     for (int bits : {2, 3, 4, 8}) {
       for (auto dtype : {at::kFloat, at::kBFloat16}) {
-        INFO("rows " << s.rows << " cols " << s.cols << " group " << s.group << " bits " << bits << " " << dtype);
+        INFO("rows " << s.rows << " cols " << s.cols << " group " << s.group << " bits " << bits
+                     << " " << dtype);
         auto w = (at::randn({s.rows, s.cols}, gen) * 0.05).to(dtype);
         const int64_t group = s.group <= 0 ? s.cols : s.group;
         auto [scale, zero] = minmax_params(w, bits, group);
@@ -41,7 +43,8 @@ TEST_CASE("fake quant: ATen path equals the reference bit for bit") {
         CHECK(fast.scalar_type() == dtype);
         CHECK(at::equal(fast, ref));
         // Every output is on the grid: (q - zero) * scale for an integer q in range.
-        auto q = at::round(fast.to(at::kFloat).view({s.rows, -1, group}) / scale.unsqueeze(-1) + zero.unsqueeze(-1));
+        auto q = at::round(fast.to(at::kFloat).view({s.rows, -1, group}) / scale.unsqueeze(-1) +
+                           zero.unsqueeze(-1));
         CHECK(q.min().item<float>() >= 0);
         CHECK(q.max().item<float>() <= (1 << bits) - 1);
       }
@@ -70,8 +73,17 @@ TEST_CASE("fake quant: bad shapes are one-line errors") {
   auto w = at::randn({4, 64});
   auto s = at::ones({4, 2}), z = at::zeros({4, 2});
   rqat::test::require_error([&] { fake_quantize_groupwise(w, s, z, 4, 48); }, {"group_size 48"});
-  rqat::test::require_error([&] { fake_quantize_groupwise(w, at::ones({4, 3}), z, 4, 32); }, {"scales and zeros"});
+  rqat::test::require_error(
+      [&] {
+        fake_quantize_groupwise(w, at::ones({4, 3}), z, 4, 32);
+      },
+      {"scales and zeros"});
   rqat::test::require_error([&] { fake_quantize_groupwise(w, s, z, 9, 32); }, {"bits = 9"});
-  rqat::test::require_error([&] { fake_quantize_groupwise(w.view({4, 8, 8}), s, z, 4, 32); }, {"2-D"});
-  rqat::test::require_error([&] { fake_quantize_groupwise(w.to(at::kDouble), s, z, 4, 32); }, {"dtype"});
+  rqat::test::require_error(
+      [&] {
+        fake_quantize_groupwise(w.view({4, 8, 8}), s, z, 4, 32);
+      },
+      {"2-D"});
+  rqat::test::require_error([&] { fake_quantize_groupwise(w.to(at::kDouble), s, z, 4, 32); },
+                            {"dtype"});
 }

@@ -17,7 +17,8 @@ TEST_CASE("fake quant CUDA kernel equals the CPU reference") {
   struct Shape {
     int64_t rows, cols, group;
   };
-  const Shape shapes[] = {{1, 32, 32}, {7, 96, 32}, {3, 256, 128}, {4, 40, -1}, {1, 1, 1}, {9, 33, 11}, {2048, 4096, 128}};
+  const Shape shapes[] = {{1, 32, 32}, {7, 96, 32}, {3, 256, 128},    {4, 40, -1},
+                          {1, 1, 1},   {9, 33, 11}, {2048, 4096, 128}};
   for (const auto& s : shapes) {
     for (int bits : {2, 3, 4, 8}) {
       for (auto dtype : {at::kFloat, at::kBFloat16}) {
@@ -29,7 +30,9 @@ TEST_CASE("fake quant CUDA kernel equals the CPU reference") {
         auto scale = ((hi - lo) / ((1 << bits) - 1)).clamp_min(1e-8);
         auto zero = at::round(-lo / scale);
         auto ref = rqat::ops::fake_quantize_groupwise_ref(w, scale, zero, bits, s.group);
-        auto gpu = rqat::ops::fake_quantize_groupwise(w.cuda(), scale.cuda(), zero.cuda(), bits, s.group).cpu();
+        auto gpu =
+            rqat::ops::fake_quantize_groupwise(w.cuda(), scale.cuda(), zero.cuda(), bits, s.group)
+                .cpu();
         CHECK(at::equal(gpu, ref));
       }
     }
@@ -42,7 +45,8 @@ int main(int argc, char** argv) {
   return 77;
 #else
   if (!torch::cuda::is_available()) {
-    std::cout << "SKIPPED: no CUDA device on this machine; the kernel compiled but cannot run here\n";
+    std::cout
+        << "SKIPPED: no CUDA device on this machine; the kernel compiled but cannot run here\n";
     return 77;
   }
   return Catch::Session().run(argc, argv);

@@ -1,7 +1,8 @@
-// Parity with Hugging Face transformers: tiny random models written by tests/python/make_hf_fixtures.py
-// (qwen2 with GQA ratio 3 and biases, qwen3 with head_dim != hidden/heads and tied embeddings,
-// llama with llama3 rope scaling in shards) give the same logits on left-padded batches, and the
-// KV-cache path agrees with them too. Tags select a family: test_hf_parity "[qwen3]".
+// Parity with Hugging Face transformers: tiny random models written by
+// tests/python/make_hf_fixtures.py (qwen2 with GQA ratio 3 and biases, qwen3 with head_dim !=
+// hidden/heads and tied embeddings, llama with llama3 rope scaling in shards) give the same logits
+// on left-padded batches, and the KV-cache path agrees with them too. Tags select a family:
+// test_hf_parity "[qwen3]".
 #include <ATen/ATen.h>
 
 #include <cstdlib>
@@ -44,18 +45,23 @@ void check_case(const std::string& name) {
   auto cache = model->make_cache(ids.size(0), steps);
   std::vector<int64_t> slots(ids.size(0));
   for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
-  std::vector<at::Tensor> parts{model->forward_cached(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), slots, cache)};
+  std::vector<at::Tensor> parts{
+      model->forward_cached(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), slots, cache)};
   for (int64_t t = prompt; t < steps; ++t) {
     parts.push_back(model->forward_cached(ids.narrow(1, t, 1), mask.narrow(1, t, 1), slots, cache));
   }
-  const double cached_diff = (at::cat(parts, 1) - expected).index({real}).abs().max().item<double>();
-  std::cout << name << ": KV-cache decode max |logit diff| vs transformers = " << cached_diff << "\n";
+  const double cached_diff =
+      (at::cat(parts, 1) - expected).index({real}).abs().max().item<double>();
+  std::cout << name << ": KV-cache decode max |logit diff| vs transformers = " << cached_diff
+            << "\n";
   CHECK(cached_diff <= kTol);
 }
 
 }  // namespace
 
-TEST_CASE("qwen2 (GQA 3, q/k/v bias, untied) matches transformers", "[qwen2]") { check_case("qwen2_gqa3"); }
+TEST_CASE("qwen2 (GQA 3, q/k/v bias, untied) matches transformers", "[qwen2]") {
+  check_case("qwen2_gqa3");
+}
 TEST_CASE("qwen3 (head_dim != hidden/heads, q/k norm, tied) matches transformers", "[qwen3]") {
   check_case("qwen3_headdim");
 }

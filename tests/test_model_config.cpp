@@ -10,9 +10,12 @@ using rqat::test::require_error;
 namespace {
 
 Json base_config() {
-  return {{"model_type", "qwen3"}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
-          {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"vocab_size", 100}, {"head_dim", 32},
-          {"rms_norm_eps", 1e-6}, {"rope_theta", 1e6}, {"tie_word_embeddings", true}, {"eos_token_id", 7}};
+  return {{"model_type", "qwen3"},       {"hidden_size", 64},
+          {"intermediate_size", 128},    {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},    {"num_key_value_heads", 2},
+          {"vocab_size", 100},           {"head_dim", 32},
+          {"rms_norm_eps", 1e-6},        {"rope_theta", 1e6},
+          {"tie_word_embeddings", true}, {"eos_token_id", 7}};
 }
 
 }  // namespace
@@ -44,8 +47,11 @@ TEST_CASE("config: qwen2 has q/k/v bias and head_dim from hidden/heads") {
 }
 
 TEST_CASE("config: llama3 rope scaling in the classic and the transformers-5 layout") {
-  const Json scaling = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  const Json scaling = {{"rope_type", "llama3"},
+                        {"factor", 32.0},
+                        {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}};
   auto classic = base_config();
   classic["model_type"] = "llama";
   classic["rope_theta"] = 500000.0;
@@ -95,17 +101,23 @@ TEST_CASE("config: bad fields give one-line errors naming the field") {
   bad([](Json& j) { j["num_key_value_heads"] = 3; }, {"'num_key_value_heads'", "divide"});
   bad([](Json& j) { j["model_type"] = "gpt2"; }, {"'model_type'", "gpt2", "qwen2, qwen3, llama"});
   bad([](Json& j) { j.erase("model_type"); }, {"'model_type'", "missing"});
-  bad([](Json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, {"rope_scaling.rope_type", "yarn"});
+  bad(
+      [](Json& j) {
+        j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+      },
+      {"rope_scaling.rope_type", "yarn"});
   bad([](Json& j) { j["rope_theta"] = -1; }, {"'rope_theta'"});
   bad([](Json& j) { j["hidden_act"] = "gelu"; }, {"'hidden_act'", "silu"});
   bad([](Json& j) { j["head_dim"] = 7; }, {"'head_dim'", "even"});
   bad([](Json& j) { j["tie_word_embeddings"] = "yes"; }, {"'tie_word_embeddings'"});
   bad([](Json& j) { j["use_sliding_window"] = true; }, {"'use_sliding_window'"});
   bad([](Json& j) { j["eos_token_id"] = "x"; }, {"'eos_token_id'"});
-  bad([](Json& j) {
-    j.erase("head_dim");
-    j["hidden_size"] = 66;
-  }, {"'hidden_size'", "head_dim"});
+  bad(
+      [](Json& j) {
+        j.erase("head_dim");
+        j["hidden_size"] = 66;
+      },
+      {"'hidden_size'", "head_dim"});
 }
 
 TEST_CASE("config: unreadable files are named") {

@@ -15,7 +15,8 @@ using rqat::test::TempDir;
 namespace {
 
 // Builds a raw safetensors file from a header text and a data section, for corruption tests.
-std::string raw_file(const std::string& header, const std::string& data, int64_t declared_len = -1) {
+std::string raw_file(const std::string& header, const std::string& data,
+                     int64_t declared_len = -1) {
   uint64_t len = declared_len < 0 ? header.size() : static_cast<uint64_t>(declared_len);
   std::string out(8, '\0');
   std::memcpy(out.data(), &len, 8);
@@ -32,7 +33,8 @@ TEST_CASE("safetensors round-trips every supported dtype") {
       {"bf16", at::randn({4, 7}, gen).to(at::kBFloat16)},
       {"f16", at::randn({2, 3, 4}, gen).to(at::kHalf)},
       {"i32", at::randint(-1000, 1000, {9}, gen, at::kInt)},
-      {"i8", at::randint(-128, 127, {5}, gen, at::kChar)},  // odd size: the next tensor is misaligned
+      {"i8",
+       at::randint(-128, 127, {5}, gen, at::kChar)},  // odd size: the next tensor is misaligned
       {"i64", at::randint(-5, 5, {3}, gen, at::kLong)},
       {"u8", at::randint(0, 255, {6}, gen, at::kByte)},
       {"bool", at::randint(0, 2, {4}, gen, at::kLong).to(at::kBool)},
@@ -89,24 +91,37 @@ TEST_CASE("corrupt safetensors files give one-line errors naming file and tensor
   };
   const std::string four_floats(16, '\0');
 
-  SECTION("shorter than the length field") { check("abc", {file, "truncated"}); }
-  SECTION("header length beyond the file") {
-    check(raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "", 4000), {file, "truncated"});
+  SECTION("shorter than the length field") {
+    check("abc", {file, "truncated"});
   }
-  SECTION("absurd header length") { check(raw_file("{}", "", int64_t{1} << 40), {file, "header length"}); }
-  SECTION("header is not JSON") { check(raw_file("{not json", four_floats), {file, "not valid JSON"}); }
-  SECTION("header is not an object") { check(raw_file("[1,2]", ""), {file, "not a JSON object"}); }
+  SECTION("header length beyond the file") {
+    check(raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "", 4000),
+          {file, "truncated"});
+  }
+  SECTION("absurd header length") {
+    check(raw_file("{}", "", int64_t{1} << 40), {file, "header length"});
+  }
+  SECTION("header is not JSON") {
+    check(raw_file("{not json", four_floats), {file, "not valid JSON"});
+  }
+  SECTION("header is not an object") {
+    check(raw_file("[1,2]", ""), {file, "not a JSON object"});
+  }
   SECTION("unknown dtype") {
-    check(raw_file(R"({"w":{"dtype":"F7","shape":[4],"data_offsets":[0,16]}})", four_floats), {file, "'w'", "F7"});
+    check(raw_file(R"({"w":{"dtype":"F7","shape":[4],"data_offsets":[0,16]}})", four_floats),
+          {file, "'w'", "F7"});
   }
   SECTION("missing dtype") {
-    check(raw_file(R"({"w":{"shape":[4],"data_offsets":[0,16]}})", four_floats), {file, "'w'", "dtype"});
+    check(raw_file(R"({"w":{"shape":[4],"data_offsets":[0,16]}})", four_floats),
+          {file, "'w'", "dtype"});
   }
   SECTION("negative dimension") {
-    check(raw_file(R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", four_floats), {file, "'w'", "shape"});
+    check(raw_file(R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", four_floats),
+          {file, "'w'", "shape"});
   }
   SECTION("offsets past the end (truncated data)") {
-    check(raw_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", four_floats.substr(0, 10)),
+    check(raw_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                   four_floats.substr(0, 10)),
           {file, "'w'", "past the end"});
   }
   SECTION("dtype x shape disagrees with the byte count") {
@@ -114,32 +129,40 @@ TEST_CASE("corrupt safetensors files give one-line errors naming file and tensor
           {file, "'w'", "needs 12"});
   }
   SECTION("bad data_offsets") {
-    check(raw_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[16]}})", four_floats), {file, "'w'", "data_offsets"});
+    check(raw_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[16]}})", four_floats),
+          {file, "'w'", "data_offsets"});
   }
   SECTION("overlapping tensors") {
-    check(raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                   four_floats),
-          {file, "overlaps"});
+    check(
+        raw_file(
+            R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+            four_floats),
+        {file, "overlaps"});
   }
   SECTION("hole between tensors") {
-    check(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
-                   four_floats),
-          {file, "'b'", "belong to no tensor"});
+    check(
+        raw_file(
+            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
+            four_floats),
+        {file, "'b'", "belong to no tensor"});
   }
   SECTION("trailing bytes") {
-    check(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", four_floats), {file, "trailing"});
+    check(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", four_floats),
+          {file, "trailing"});
   }
   SECTION("metadata that is not strings") {
     check(raw_file(R"({"__metadata__":{"format":3}})", ""), {file, "__metadata__"});
   }
   SECTION("missing file") {
-    require_error([&] { SafetensorsFile::open(dir / "nope.safetensors"); }, {"nope.safetensors", "cannot open"});
+    require_error([&] { SafetensorsFile::open(dir / "nope.safetensors"); },
+                  {"nope.safetensors", "cannot open"});
   }
 }
 
 TEST_CASE("a truncated copy of a real file is rejected") {
   TempDir dir("st_trunc");
-  rqat::io::save_safetensors(dir / "full.safetensors", {{"a", at::randn({10, 10})}, {"b", at::randn({5})}});
+  rqat::io::save_safetensors(dir / "full.safetensors",
+                             {{"a", at::randn({10, 10})}, {"b", at::randn({5})}});
   const auto bytes = rqat::test::read_bytes(dir / "full.safetensors");
   for (size_t cut : {size_t{4}, size_t{20}, bytes.size() - 1, bytes.size() - 30}) {
     INFO("cut at " << cut);

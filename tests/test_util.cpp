@@ -25,9 +25,10 @@ TempDir::~TempDir() {
 }
 
 model::ModelConfig tiny_config(model::Family family, bool tied) {
-  io::Json j = {{"hidden_size", 48}, {"intermediate_size", 80}, {"num_hidden_layers", 2},
-                {"num_attention_heads", 6}, {"num_key_value_heads", 2}, {"vocab_size", 97},
-                {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", tied}, {"max_position_embeddings", 256}};
+  io::Json j = {
+      {"hidden_size", 48},        {"intermediate_size", 80},     {"num_hidden_layers", 2},
+      {"num_attention_heads", 6}, {"num_key_value_heads", 2},    {"vocab_size", 97},
+      {"rms_norm_eps", 1e-6},     {"tie_word_embeddings", tied}, {"max_position_embeddings", 256}};
   switch (family) {
     case model::Family::kQwen2:
       j["model_type"] = "qwen2";
@@ -42,8 +43,11 @@ model::ModelConfig tiny_config(model::Family family, bool tied) {
       j["model_type"] = "llama";
       j["head_dim"] = 16;
       j["rope_theta"] = 500000.0;
-      j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", 8.0},
+                           {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0},
+                           {"original_max_position_embeddings", 32}};
       break;
   }
   return model::ModelConfig::from_json(j, "tiny_config");

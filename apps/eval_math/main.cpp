@@ -15,7 +15,6 @@ int main(int argc, char** argv) {
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);
-  return rqat::cli::run_tool("eval-math", [&] {
-    rqat::fail("eval-math is not implemented yet (issue 4)");
-  });
+  return rqat::cli::run_tool("eval-math",
+                             [&] { rqat::fail("eval-math is not implemented yet (issue 4)"); });
 }

@@ -15,7 +15,5 @@ int main(int argc, char** argv) {
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);
-  return rqat::cli::run_tool("ptq", [&] {
-    rqat::fail("ptq is not implemented yet (issue 5)");
-  });
+  return rqat::cli::run_tool("ptq", [&] { rqat::fail("ptq is not implemented yet (issue 5)"); });
 }

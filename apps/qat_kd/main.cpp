@@ -8,14 +8,14 @@
 #include "io/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"qat-kd: quantization-aware training with distillation from a full-precision teacher"};
+  CLI::App app{
+      "qat-kd: quantization-aware training with distillation from a full-precision teacher"};
   std::string model_dir, out_dir;
   app.add_option("--model", model_dir, "Input model directory (Hugging Face layout)")->required();
   app.add_option("--out", out_dir, "Output artifact directory")->required();
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);
-  return rqat::cli::run_tool("qat-kd", [&] {
-    rqat::fail("qat-kd is not implemented yet (issue 6)");
-  });
+  return rqat::cli::run_tool("qat-kd",
+                             [&] { rqat::fail("qat-kd is not implemented yet (issue 6)"); });
 }

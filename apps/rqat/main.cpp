@@ -8,40 +8,67 @@
 #include "model/model_commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"rqat: quantize reasoning LLMs (PTQ, QAT with distillation, GRPO) and evaluate them"};
+  CLI::App app{
+      "rqat: quantize reasoning LLMs (PTQ, QAT with distillation, GRPO) and evaluate them"};
   app.require_subcommand(1);
   rqat::cli::RuntimeFlags runtime;
 
   rqat::model::InitModelOptions init;
   std::string init_dtype = "f32";
   double shard_mb = 5000;
-  auto* init_cmd = app.add_subcommand("init-model", "Write a randomly initialized model directory from a config.json");
-  init_cmd->add_option("--config", init.config_json, "config.json (qwen2, qwen3 or llama)")->required()->check(CLI::ExistingFile);
+  auto* init_cmd = app.add_subcommand(
+      "init-model", "Write a randomly initialized model directory from a config.json");
+  init_cmd->add_option("--config", init.config_json, "config.json (qwen2, qwen3 or llama)")
+      ->required()
+      ->check(CLI::ExistingFile);
   init_cmd->add_option("--out", init.out_dir, "Output model directory")->required();
   init_cmd->add_option("--seed", init.seed, "Random seed")->capture_default_str();
-  init_cmd->add_option("--std", init.init_std, "Weight std (default: config initializer_range or 0.02)");
-  init_cmd->add_option("--dtype", init_dtype, "Stored dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  init_cmd->add_option("--max-shard-mb", shard_mb, "Largest shard in MB (0: one file)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  init_cmd->add_option("--std", init.init_std,
+                       "Weight std (default: config initializer_range or 0.02)");
+  init_cmd->add_option("--dtype", init_dtype, "Stored dtype: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  init_cmd->add_option("--max-shard-mb", shard_mb, "Largest shard in MB (0: one file)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   std::string model_dir, input, output;
-  auto* logits_cmd = app.add_subcommand("logits", "Compute logits for token ids stored in a safetensors file");
-  logits_cmd->add_option("--model", model_dir, "Model directory")->required()->check(CLI::ExistingDirectory);
-  logits_cmd->add_option("--input", input, "safetensors with input_ids and attention_mask (int64, B x T)")->required()->check(CLI::ExistingFile);
-  logits_cmd->add_option("--out", output, "safetensors file to write 'logits' (float32, B x T x V) to")->required();
+  auto* logits_cmd =
+      app.add_subcommand("logits", "Compute logits for token ids stored in a safetensors file");
+  logits_cmd->add_option("--model", model_dir, "Model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  logits_cmd
+      ->add_option("--input", input, "safetensors with input_ids and attention_mask (int64, B x T)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  logits_cmd
+      ->add_option("--out", output, "safetensors file to write 'logits' (float32, B x T x V) to")
+      ->required();
   rqat::cli::add_runtime_flags(*logits_cmd, runtime);
 
   std::string convert_dtype = "keep";
   double convert_shard_mb = 5000;
-  auto* convert_cmd = app.add_subcommand("convert", "Re-save a model directory in another dtype or shard size");
-  convert_cmd->add_option("--model", model_dir, "Input model directory")->required()->check(CLI::ExistingDirectory);
+  auto* convert_cmd =
+      app.add_subcommand("convert", "Re-save a model directory in another dtype or shard size");
+  convert_cmd->add_option("--model", model_dir, "Input model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   convert_cmd->add_option("--out", output, "Output model directory")->required();
-  convert_cmd->add_option("--dtype", convert_dtype, "Stored dtype: keep, f32 or bf16")->check(CLI::IsMember({"keep", "f32", "bf16"}))->capture_default_str();
-  convert_cmd->add_option("--max-shard-mb", convert_shard_mb, "Largest shard in MB (0: one file)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  convert_cmd->add_option("--dtype", convert_dtype, "Stored dtype: keep, f32 or bf16")
+      ->check(CLI::IsMember({"keep", "f32", "bf16"}))
+      ->capture_default_str();
+  convert_cmd->add_option("--max-shard-mb", convert_shard_mb, "Largest shard in MB (0: one file)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   auto* info_cmd = app.add_subcommand("info", "Describe a model directory");
-  info_cmd->add_option("--model", model_dir, "Model directory")->required()->check(CLI::ExistingDirectory);
+  info_cmd->add_option("--model", model_dir, "Model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
 
-  auto* run_cmd = app.add_subcommand("run", "Run a YAML experiment (arrives with the runner issue)");
+  auto* run_cmd =
+      app.add_subcommand("run", "Run a YAML experiment (arrives with the runner issue)");
   std::string experiment;
   run_cmd->add_option("experiment", experiment, "Experiment YAML file")->required();
 
@@ -59,7 +86,8 @@ int main(int argc, char** argv) {
     } else if (*convert_cmd) {
       std::optional<at::ScalarType> dtype;
       if (convert_dtype != "keep") dtype = convert_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-      rqat::model::convert_model_dir(model_dir, output, dtype, static_cast<uint64_t>(convert_shard_mb * 1e6));
+      rqat::model::convert_model_dir(model_dir, output, dtype,
+                                     static_cast<uint64_t>(convert_shard_mb * 1e6));
       std::cout << "wrote " << output << "\n";
     } else if (*info_cmd) {
       std::cout << rqat::model::describe_model(model_dir);

@@ -25,10 +25,14 @@ std::string strip_chars(std::string_view s, std::string_view chars, bool left, b
 }
 
 // Jinja's trim and Python's str.strip() with no argument: ASCII whitespace on both ends.
-std::string trim(std::string_view s) { return strip_chars(s, " \t\n\r\f\v", true, true); }
+std::string trim(std::string_view s) {
+  return strip_chars(s, " \t\n\r\f\v", true, true);
+}
 
 // Python's s.split(sep)[0] and s.split(sep)[-1].
-std::string before_first(const std::string& s, const std::string& sep) { return s.substr(0, s.find(sep)); }
+std::string before_first(const std::string& s, const std::string& sep) {
+  return s.substr(0, s.find(sep));
+}
 std::string after_last(const std::string& s, const std::string& sep) {
   const size_t at = s.rfind(sep);
   return at == std::string::npos ? s : s.substr(at + sep.size());
@@ -56,7 +60,8 @@ void check_roles(const std::vector<Message>& messages) {
   }
 }
 
-std::string render_chatml(const std::vector<Message>& messages, const std::optional<std::string>& default_system,
+std::string render_chatml(const std::vector<Message>& messages,
+                          const std::optional<std::string>& default_system,
                           const RenderOptions& options) {
   std::string out;
   const bool leading_system = !messages.empty() && messages[0].role == "system";
@@ -92,14 +97,15 @@ std::string render_qwen3(const std::vector<Message>& messages, const RenderOptio
     }
     std::string content = m.content, reasoning;
     if (content.find("</think>") != std::string::npos) {
-      reasoning = strip_chars(after_last(strip_chars(before_first(content, "</think>"), "\n", false, true), "<think>"),
-                              "\n", true, false);
+      reasoning = strip_chars(
+          after_last(strip_chars(before_first(content, "</think>"), "\n", false, true), "<think>"),
+          "\n", true, false);
       content = strip_chars(after_last(content, "</think>"), "\n", true, false);
     }
     const bool last = i + 1 == messages.size();
     if (i > last_query && (last || !reasoning.empty())) {
-      out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, "\n", true, true) + "\n</think>\n\n" +
-             strip_chars(content, "\n", true, false);
+      out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, "\n", true, true) +
+             "\n</think>\n\n" + strip_chars(content, "\n", true, false);
     } else {
       out += "<|im_start|>assistant\n" + content;
     }
@@ -126,11 +132,14 @@ std::string render_deepseek_r1(const std::vector<Message>& messages, const std::
     if (m.role == "user") out += "<｜User｜>" + m.content;
     if (m.role == "assistant") {
       // Earlier turns are shown without their reasoning.
-      const std::string content = m.content.find("</think>") != std::string::npos ? after_last(m.content, "</think>") : m.content;
+      const std::string content = m.content.find("</think>") != std::string::npos
+                                      ? after_last(m.content, "</think>")
+                                      : m.content;
       out += "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>";
     }
   }
-  if (options.add_generation_prompt) out += think_in_generation_prompt ? "<｜Assistant｜><think>\n" : "<｜Assistant｜>";
+  if (options.add_generation_prompt)
+    out += think_in_generation_prompt ? "<｜Assistant｜><think>\n" : "<｜Assistant｜>";
   return out;
 }
 
@@ -138,25 +147,29 @@ std::string llama_turn(const std::string& role, const std::string& content) {
   return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + trim(content) + "<|eot_id|>";
 }
 
-std::string render_llama3(const std::vector<Message>& messages, const std::string& bos, const RenderOptions& options) {
+std::string render_llama3(const std::vector<Message>& messages, const std::string& bos,
+                          const RenderOptions& options) {
   std::string out;
-  for (size_t i = 0; i < messages.size(); ++i) out += (i == 0 ? bos : "") + llama_turn(messages[i].role, messages[i].content);
+  for (size_t i = 0; i < messages.size(); ++i)
+    out += (i == 0 ? bos : "") + llama_turn(messages[i].role, messages[i].content);
   if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
 }
 
-std::string render_llama31(const std::vector<Message>& messages, const std::string& bos, const std::string& date,
-                           const RenderOptions& options) {
+std::string render_llama31(const std::vector<Message>& messages, const std::string& bos,
+                           const std::string& date, const RenderOptions& options) {
   const bool leading_system = !messages.empty() && messages[0].role == "system";
   std::string out = bos + "<|start_header_id|>system<|end_header_id|>\n\n";
   out += "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n";
   out += (leading_system ? trim(messages[0].content) : "") + "<|eot_id|>";
-  for (size_t i = leading_system ? 1 : 0; i < messages.size(); ++i) out += llama_turn(messages[i].role, messages[i].content);
+  for (size_t i = leading_system ? 1 : 0; i < messages.size(); ++i)
+    out += llama_turn(messages[i].role, messages[i].content);
   if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
 }
 
-std::string fill(const std::string& pattern, const std::string& content, const std::string& bos, const std::string& eos) {
+std::string fill(const std::string& pattern, const std::string& content, const std::string& bos,
+                 const std::string& eos) {
   std::string out;
   for (size_t i = 0; i < pattern.size();) {
     if (pattern.compare(i, 9, "{content}") == 0) {
@@ -175,14 +188,17 @@ std::string fill(const std::string& pattern, const std::string& content, const s
   return out;
 }
 
-std::string render_custom(const std::vector<Message>& messages, const CustomTemplate& t, const std::string& bos,
-                          const std::string& eos, const RenderOptions& options) {
+std::string render_custom(const std::vector<Message>& messages, const CustomTemplate& t,
+                          const std::string& bos, const std::string& eos,
+                          const RenderOptions& options) {
   std::string out = fill(t.prefix, "", bos, eos);
   if (t.default_system && (messages.empty() || messages[0].role != "system")) {
     out += fill(t.system, *t.default_system, bos, eos);
   }
   for (const auto& m : messages) {
-    const std::string& pattern = m.role == "system" ? t.system : m.role == "user" ? t.user : t.assistant;
+    const std::string& pattern = m.role == "system" ? t.system
+                                 : m.role == "user" ? t.user
+                                                    : t.assistant;
     out += fill(pattern, m.content, bos, eos);
   }
   if (options.add_generation_prompt) out += fill(t.generation_prompt, "", bos, eos);
@@ -194,7 +210,8 @@ std::string token_string(const io::Json& config, const char* key) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
   return "";
 }
 
@@ -219,21 +236,28 @@ ChatTemplate ChatTemplate::recognize(const std::string& jinja, const std::string
   } else if (has("<|im_start|>") && has("<|im_end|>")) {
     t.format_ = Format::kChatML;
     // A built-in system prompt is one literal string: '<|im_start|>system\n...<|im_end|>\n'.
-    static const std::regex default_system(R"re('<\|im_start\|>system\\n((?:[^'\\]|\\.)*)<\|im_end\|>\\n')re");
+    static const std::regex default_system(
+        R"re('<\|im_start\|>system\\n((?:[^'\\]|\\.)*)<\|im_end\|>\\n')re");
     std::smatch match;
-    if (std::regex_search(jinja, match, default_system)) t.default_system_ = unescape_jinja(match[1]);
+    if (std::regex_search(jinja, match, default_system))
+      t.default_system_ = unescape_jinja(match[1]);
   } else {
-    fail("{}: chat_template is not a recognized format (ChatML/Qwen2.5, Qwen3, DeepSeek-R1, Llama-3); "
-         "give one with --chat-template FILE (syntax in docs/chat_templates.md)", source);
+    fail(
+        "{}: chat_template is not a recognized format (ChatML/Qwen2.5, Qwen3, DeepSeek-R1, "
+        "Llama-3); "
+        "give one with --chat-template FILE (syntax in docs/chat_templates.md)",
+        source);
   }
   return t;
 }
 
-ChatTemplate ChatTemplate::load(const std::filesystem::path& dir, const std::optional<std::filesystem::path>& override_file) {
+ChatTemplate ChatTemplate::load(const std::filesystem::path& dir,
+                                const std::optional<std::filesystem::path>& override_file) {
   io::Json config = io::Json::object();
   const auto config_path = dir / "tokenizer_config.json";
   if (std::filesystem::exists(config_path)) config = io::read_json_file(config_path);
-  const std::string bos = token_string(config, "bos_token"), eos = token_string(config, "eos_token");
+  const std::string bos = token_string(config, "bos_token"),
+                    eos = token_string(config, "eos_token");
   if (override_file) return from_file(*override_file, bos, eos);
 
   const auto jinja_path = dir / "chat_template.jinja";
@@ -244,20 +268,24 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir, const std::opt
     return recognize(text.str(), bos, eos, jinja_path.string());
   }
   auto it = config.find("chat_template");
-  if (it != config.end() && it->is_string()) return recognize(it->get<std::string>(), bos, eos, config_path.string());
+  if (it != config.end() && it->is_string())
+    return recognize(it->get<std::string>(), bos, eos, config_path.string());
   if (it != config.end() && it->is_array()) {  // named templates: use "default"
     for (const auto& named : *it) {
-      if (named.value("name", "") == "default" && named.contains("template") && named["template"].is_string()) {
+      if (named.value("name", "") == "default" && named.contains("template") &&
+          named["template"].is_string()) {
         return recognize(named["template"].get<std::string>(), bos, eos, config_path.string());
       }
     }
   }
-  fail("{}: no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json); "
-       "give one with --chat-template FILE (syntax in docs/chat_templates.md)", dir.string());
+  fail(
+      "{}: no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json); "
+      "give one with --chat-template FILE (syntax in docs/chat_templates.md)",
+      dir.string());
 }
 
-ChatTemplate ChatTemplate::from_file(const std::filesystem::path& path, const std::string& bos_token,
-                                     const std::string& eos_token) {
+ChatTemplate ChatTemplate::from_file(const std::filesystem::path& path,
+                                     const std::string& bos_token, const std::string& eos_token) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path.string());
@@ -266,25 +294,39 @@ ChatTemplate ChatTemplate::from_file(const std::filesystem::path& path, const st
   } catch (const YAML::Exception& e) {
     fail("{}: line {}: {}", path.string(), e.mark.line + 1, e.msg);
   }
-  if (!root.IsMap()) fail("{}: a chat template file is a YAML mapping (see docs/chat_templates.md)", path.string());
+  if (!root.IsMap())
+    fail("{}: a chat template file is a YAML mapping (see docs/chat_templates.md)", path.string());
   ChatTemplate t;
   t.format_ = Format::kCustom;
   t.bos_token_ = bos_token;
   t.eos_token_ = eos_token;
   for (const auto& item : root) {
     const std::string key = item.first.as<std::string>();
-    if (!item.second.IsScalar()) fail("{}: line {}: '{}' must be a string", path.string(), item.second.Mark().line + 1, key);
+    if (!item.second.IsScalar())
+      fail("{}: line {}: '{}' must be a string", path.string(), item.second.Mark().line + 1, key);
     const std::string value = item.second.as<std::string>();
-    if (key == "prefix") t.custom_.prefix = value;
-    else if (key == "system") t.custom_.system = value;
-    else if (key == "user") t.custom_.user = value;
-    else if (key == "assistant") t.custom_.assistant = value;
-    else if (key == "generation_prompt") t.custom_.generation_prompt = value;
-    else if (key == "default_system") t.custom_.default_system = value;
-    else if (key == "bos_token") t.bos_token_ = value;
-    else if (key == "eos_token") t.eos_token_ = value;
-    else fail("{}: line {}: unknown key '{}' (prefix, system, user, assistant, generation_prompt, default_system, "
-              "bos_token, eos_token)", path.string(), item.first.Mark().line + 1, key);
+    if (key == "prefix")
+      t.custom_.prefix = value;
+    else if (key == "system")
+      t.custom_.system = value;
+    else if (key == "user")
+      t.custom_.user = value;
+    else if (key == "assistant")
+      t.custom_.assistant = value;
+    else if (key == "generation_prompt")
+      t.custom_.generation_prompt = value;
+    else if (key == "default_system")
+      t.custom_.default_system = value;
+    else if (key == "bos_token")
+      t.bos_token_ = value;
+    else if (key == "eos_token")
+      t.eos_token_ = value;
+    else
+      fail(
+          "{}: line {}: unknown key '{}' (prefix, system, user, assistant, generation_prompt, "
+          "default_system, "
+          "bos_token, eos_token)",
+          path.string(), item.first.Mark().line + 1, key);
   }
   for (const auto* field : {&t.custom_.user, &t.custom_.assistant}) {
     if (field->find("{content}") == std::string::npos) {
@@ -295,27 +337,40 @@ ChatTemplate ChatTemplate::from_file(const std::filesystem::path& path, const st
   return t;
 }
 
-std::string ChatTemplate::render(const std::vector<Message>& messages, const RenderOptions& options) const {
+std::string ChatTemplate::render(const std::vector<Message>& messages,
+                                 const RenderOptions& options) const {
   check_roles(messages);
   switch (format_) {
-    case Format::kChatML: return render_chatml(messages, default_system_, options);
-    case Format::kQwen3: return render_qwen3(messages, options);
-    case Format::kDeepSeekR1: return render_deepseek_r1(messages, bos_token_, think_in_generation_prompt_, options);
-    case Format::kLlama3: return render_llama3(messages, bos_token_, options);
-    case Format::kLlama31: return render_llama31(messages, bos_token_, date_string_, options);
-    case Format::kCustom: return render_custom(messages, custom_, bos_token_, eos_token_, options);
+    case Format::kChatML:
+      return render_chatml(messages, default_system_, options);
+    case Format::kQwen3:
+      return render_qwen3(messages, options);
+    case Format::kDeepSeekR1:
+      return render_deepseek_r1(messages, bos_token_, think_in_generation_prompt_, options);
+    case Format::kLlama3:
+      return render_llama3(messages, bos_token_, options);
+    case Format::kLlama31:
+      return render_llama31(messages, bos_token_, date_string_, options);
+    case Format::kCustom:
+      return render_custom(messages, custom_, bos_token_, eos_token_, options);
   }
   return "";
 }
 
 const char* ChatTemplate::format_name() const {
   switch (format_) {
-    case Format::kChatML: return "chatml";
-    case Format::kQwen3: return "qwen3";
-    case Format::kDeepSeekR1: return "deepseek-r1";
-    case Format::kLlama3: return "llama3";
-    case Format::kLlama31: return "llama3.1";
-    case Format::kCustom: return "custom";
+    case Format::kChatML:
+      return "chatml";
+    case Format::kQwen3:
+      return "qwen3";
+    case Format::kDeepSeekR1:
+      return "deepseek-r1";
+    case Format::kLlama3:
+      return "llama3";
+    case Format::kLlama31:
+      return "llama3.1";
+    case Format::kCustom:
+      return "custom";
   }
   return "?";
 }

@@ -1,7 +1,7 @@
-// Chat formatting of conversations for the model families rqat serves. The format is recognized from
-// the Jinja chat_template a checkpoint ships (tokenizer_config.json or chat_template.jinja) and
-// rendered by C++ code written for that format, so no Jinja engine is needed; a user may instead give
-// a template file in a small placeholder syntax (docs/chat_templates.md).
+// Chat formatting of conversations for the model families rqat serves. The format is recognized
+// from the Jinja chat_template a checkpoint ships (tokenizer_config.json or chat_template.jinja)
+// and rendered by C++ code written for that format, so no Jinja engine is needed; a user may
+// instead give a template file in a small placeholder syntax (docs/chat_templates.md).
 #pragma once
 
 #include <filesystem>
@@ -32,9 +32,9 @@ enum class Format {
 
 // Placeholder template (kCustom). Each field is a text with {content}, {bos_token} and {eos_token}.
 struct CustomTemplate {
-  std::string prefix;             // once at the start, e.g. "{bos_token}"
+  std::string prefix;  // once at the start, e.g. "{bos_token}"
   std::string system, user, assistant;
-  std::string generation_prompt;  // appended when add_generation_prompt
+  std::string generation_prompt;              // appended when add_generation_prompt
   std::optional<std::string> default_system;  // used when the conversation has no system message
 };
 
@@ -46,9 +46,11 @@ class ChatTemplate {
                                 const std::string& eos_token, const std::string& source);
   // Reads chat_template.jinja or tokenizer_config.json's chat_template (and bos/eos tokens) from a
   // model or tokenizer directory; `override_file` (placeholder syntax) wins when given.
-  static ChatTemplate load(const std::filesystem::path& dir,
-                           const std::optional<std::filesystem::path>& override_file = std::nullopt);
-  static ChatTemplate from_file(const std::filesystem::path& path, const std::string& bos_token = "",
+  static ChatTemplate load(
+      const std::filesystem::path& dir,
+      const std::optional<std::filesystem::path>& override_file = std::nullopt);
+  static ChatTemplate from_file(const std::filesystem::path& path,
+                                const std::string& bos_token = "",
                                 const std::string& eos_token = "");
 
   std::string render(const std::vector<Message>& messages, const RenderOptions& options = {}) const;
@@ -59,8 +61,8 @@ class ChatTemplate {
   Format format_ = Format::kChatML;
   std::string bos_token_, eos_token_;
   std::optional<std::string> default_system_;  // ChatML's built-in system prompt
-  bool think_in_generation_prompt_ = false;     // DeepSeek-R1: generation prompt opens <think>\n
-  std::string date_string_ = "26 Jul 2024";      // Llama 3.1 default when no date is given
+  bool think_in_generation_prompt_ = false;    // DeepSeek-R1: generation prompt opens <think>\n
+  std::string date_string_ = "26 Jul 2024";    // Llama 3.1 default when no date is given
   CustomTemplate custom_;
 };
 

@@ -12,7 +12,8 @@
 namespace rqat::cli {
 
 c10::Device RuntimeFlags::resolved_device() const {
-  if (device == "auto") return torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (device == "auto")
+    return torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   if (device == "cpu") return c10::kCPU;
   if (device == "cuda" || device.starts_with("cuda:")) {
     if (!torch::cuda::is_available()) fail("--device {}: no CUDA device is available", device);
@@ -37,9 +38,11 @@ void RuntimeFlags::apply_threads() const {
 }
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
-  app.add_option("--dtype", flags.dtype, "Compute dtype: f32, bf16 or auto (bf16 on CUDA, f32 on CPU)")
+  app.add_option("--dtype", flags.dtype,
+                 "Compute dtype: f32, bf16 or auto (bf16 on CUDA, f32 on CPU)")
       ->capture_default_str();
-  app.add_option("--device", flags.device, "Device: cpu, cuda, cuda:N or auto")->capture_default_str();
+  app.add_option("--device", flags.device, "Device: cpu, cuda, cuda:N or auto")
+      ->capture_default_str();
   app.add_option("--threads", flags.threads, "CPU threads (0: all cores)")->capture_default_str();
 }
 

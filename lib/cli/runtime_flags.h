@@ -1,9 +1,9 @@
 // Flags every tool shares: --dtype and --device, parsed into a dtype and a device.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <ATen/core/ScalarType.h>
 #include <c10/core/Device.h>
+#include <CLI/CLI.hpp>
 
 #include <string>
 
@@ -21,7 +21,8 @@ struct RuntimeFlags {
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 
-// Runs a tool's body, printing rqat::Error (and other exceptions) as one line; returns the exit code.
+// Runs a tool's body, printing rqat::Error (and other exceptions) as one line; returns the exit
+// code.
 int run_tool(const char* tool, const std::function<void()>& body);
 
 }  // namespace rqat::cli

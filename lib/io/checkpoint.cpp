@@ -39,10 +39,12 @@ CheckpointReader::CheckpointReader(const fs::path& dir) {
     for (const auto& [name, file] : index["weight_map"].items()) {
       if (!file.is_string()) fail("{}: weight_map['{}'] is not a file name", where, name);
       const std::string shard = file.get<std::string>();
-      if (shard.find('/') != std::string::npos) fail("{}: weight_map['{}'] = '{}' leaves the directory", where, name, shard);
+      if (shard.find('/') != std::string::npos)
+        fail("{}: weight_map['{}'] = '{}' leaves the directory", where, name, shard);
       auto [it, inserted] = file_index.emplace(shard, files_.size());
       if (inserted) {
-        if (!fs::exists(dir / shard)) fail("{}: shard '{}' (holding '{}') does not exist", where, shard, name);
+        if (!fs::exists(dir / shard))
+          fail("{}: shard '{}' (holding '{}') does not exist", where, shard, name);
         files_.push_back(SafetensorsFile::open(dir / shard));
       }
       if (!files_[it->second]->contains(name)) {
@@ -62,7 +64,8 @@ CheckpointReader::CheckpointReader(const fs::path& dir) {
     files_.push_back(SafetensorsFile::open(single_path));
     for (const auto& entry : files_[0]->entries()) location_[entry.name] = 0;
   } else {
-    fail("{}: no {} or {} (only safetensors checkpoints are supported)", dir.string(), kSingleFile, kIndexFile);
+    fail("{}: no {} or {} (only safetensors checkpoints are supported)", dir.string(), kSingleFile,
+         kIndexFile);
   }
 }
 
@@ -105,12 +108,14 @@ void write_checkpoint(const fs::path& dir, const NamedTensors& tensors, uint64_t
   } else {
     Json weight_map = Json::object();
     for (size_t i = 0; i < shards.size(); ++i) {
-      const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+      const std::string name =
+          fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
       save_safetensors(dir / name, shards[i]);
       written.insert(name);
       for (const auto& [tensor_name, t] : shards[i]) weight_map[tensor_name] = name;
     }
-    Json index = {{"metadata", {{"total_size", safetensors_byte_size(tensors)}}}, {"weight_map", weight_map}};
+    Json index = {{"metadata", {{"total_size", safetensors_byte_size(tensors)}}},
+                  {"weight_map", weight_map}};
     write_json_file(dir / kIndexFile, index);
     written.insert(kIndexFile);
   }

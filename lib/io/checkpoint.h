@@ -28,9 +28,10 @@ class CheckpointReader {
   std::map<std::string, size_t> location_;  // tensor name -> index into files_
 };
 
-// Writes the tensors as one model.safetensors, or as shards of at most max_shard_bytes (0: no limit)
-// with an index; each file is written atomically, and weight files of an earlier save that the new
-// set does not use are removed afterwards.
-void write_checkpoint(const std::filesystem::path& dir, const NamedTensors& tensors, uint64_t max_shard_bytes);
+// Writes the tensors as one model.safetensors, or as shards of at most max_shard_bytes (0: no
+// limit) with an index; each file is written atomically, and weight files of an earlier save that
+// the new set does not use are removed afterwards.
+void write_checkpoint(const std::filesystem::path& dir, const NamedTensors& tensors,
+                      uint64_t max_shard_bytes);
 
 }  // namespace rqat::io

@@ -27,8 +27,8 @@ struct DTypeName {
 };
 
 constexpr DTypeName kDTypes[] = {
-    {"BF16", at::kBFloat16}, {"F16", at::kHalf}, {"F32", at::kFloat}, {"F64", at::kDouble},
-    {"I64", at::kLong},      {"I32", at::kInt},  {"I16", at::kShort}, {"I8", at::kChar},
+    {"BF16", at::kBFloat16}, {"F16", at::kHalf},  {"F32", at::kFloat}, {"F64", at::kDouble},
+    {"I64", at::kLong},      {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
     {"U8", at::kByte},       {"BOOL", at::kBool},
 };
 
@@ -61,10 +61,12 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
 
 void SafetensorsFile::parse_header() {
   const std::string file = file_.path().string();
-  if (file_.size() < 8) fail("{}: truncated safetensors file ({} bytes, no header length)", file, file_.size());
+  if (file_.size() < 8)
+    fail("{}: truncated safetensors file ({} bytes, no header length)", file, file_.size());
   uint64_t header_len = 0;
   std::memcpy(&header_len, file_.data(), 8);  // little-endian on every platform we build for
-  if (header_len > kMaxHeaderBytes) fail("{}: corrupt safetensors header length {}", file, header_len);
+  if (header_len > kMaxHeaderBytes)
+    fail("{}: corrupt safetensors header length {}", file, header_len);
   if (header_len > file_.size() - 8) {
     fail("{}: truncated safetensors file: header needs {} bytes, file has {}", file, header_len,
          file_.size() - 8);
@@ -94,15 +96,18 @@ void SafetensorsFile::parse_header() {
     SafetensorsEntry entry;
     entry.name = name;
     const auto dtype = value.find("dtype");
-    if (dtype == value.end() || !dtype->is_string()) fail("{}: tensor '{}': missing dtype", file, name);
+    if (dtype == value.end() || !dtype->is_string())
+      fail("{}: tensor '{}': missing dtype", file, name);
     if (!parse_dtype(dtype->get<std::string>(), &entry.dtype)) {
       fail("{}: tensor '{}': unknown dtype '{}'", file, name, dtype->get<std::string>());
     }
     const auto shape = value.find("shape");
-    if (shape == value.end() || !shape->is_array()) fail("{}: tensor '{}': missing shape", file, name);
+    if (shape == value.end() || !shape->is_array())
+      fail("{}: tensor '{}': missing shape", file, name);
     uint64_t numel = 1;
     for (const auto& dim : *shape) {
-      if (!dim.is_number_unsigned()) fail("{}: tensor '{}': shape has a non-integer or negative dimension", file, name);
+      if (!dim.is_number_unsigned())
+        fail("{}: tensor '{}': shape has a non-integer or negative dimension", file, name);
       const uint64_t d = dim.get<uint64_t>();
       if (d != 0 && numel > UINT64_MAX / d) fail("{}: tensor '{}': shape overflows", file, name);
       numel *= d;
@@ -117,8 +122,10 @@ void SafetensorsFile::parse_header() {
     entry.end = (*offsets)[1].get<uint64_t>();
     if (entry.begin > entry.end) fail("{}: tensor '{}': data_offsets begin > end", file, name);
     if (entry.end > data_size) {
-      fail("{}: tensor '{}': data_offsets [{}, {}] run past the end of the data ({} bytes; file truncated?)",
-           file, name, entry.begin, entry.end, data_size);
+      fail(
+          "{}: tensor '{}': data_offsets [{}, {}] run past the end of the data ({} bytes; file "
+          "truncated?)",
+          file, name, entry.begin, entry.end, data_size);
     }
     const uint64_t expected = numel * c10::elementSize(entry.dtype);
     if (entry.end - entry.begin != expected) {
@@ -128,16 +135,20 @@ void SafetensorsFile::parse_header() {
     entries_.push_back(std::move(entry));
   }
 
-  std::sort(entries_.begin(), entries_.end(),
-            [](const auto& a, const auto& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   uint64_t covered = 0;
   for (const auto& e : entries_) {
     if (e.begin < covered) fail("{}: tensor '{}' overlaps the tensor before it", file, e.name);
-    if (e.begin > covered) fail("{}: bytes [{}, {}) before tensor '{}' belong to no tensor", file, covered, e.begin, e.name);
+    if (e.begin > covered)
+      fail("{}: bytes [{}, {}) before tensor '{}' belong to no tensor", file, covered, e.begin,
+           e.name);
     covered = e.end;
   }
   if (covered != data_size) {
-    fail("{}: {} trailing bytes after the last tensor belong to no tensor", file, data_size - covered);
+    fail("{}: {} trailing bytes after the last tensor belong to no tensor", file,
+         data_size - covered);
   }
   for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].name, i);
 }

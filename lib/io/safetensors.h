@@ -28,7 +28,8 @@ struct SafetensorsEntry {
 
 class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
  public:
-  // Maps and validates the whole header; throws rqat::Error naming the file and tensor on any defect.
+  // Maps and validates the whole header; throws rqat::Error naming the file and tensor on any
+  // defect.
   static std::shared_ptr<SafetensorsFile> open(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return file_.path(); }
@@ -38,8 +39,8 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   bool contains(std::string_view name) const { return find(name) != nullptr; }
   const SafetensorsEntry* find(std::string_view name) const;
 
-  // The tensor, aliasing the mapped bytes (copy-on-write) when its address suits its dtype; otherwise
-  // a copy. The mapping stays alive as long as any returned tensor does.
+  // The tensor, aliasing the mapped bytes (copy-on-write) when its address suits its dtype;
+  // otherwise a copy. The mapping stays alive as long as any returned tensor does.
   at::Tensor tensor(std::string_view name) const;
 
   explicit SafetensorsFile(const std::filesystem::path& path);  // use open()
@@ -60,7 +61,8 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
-std::string_view safetensors_dtype_name(at::ScalarType dtype);  // "BF16", ...; throws if unsupported
-uint64_t safetensors_byte_size(const NamedTensors& tensors);     // data bytes, without header
+std::string_view safetensors_dtype_name(
+    at::ScalarType dtype);                                    // "BF16", ...; throws if unsupported
+uint64_t safetensors_byte_size(const NamedTensors& tensors);  // data bytes, without header
 
 }  // namespace rqat::io

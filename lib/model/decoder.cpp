@@ -11,7 +11,8 @@ namespace {
 
 // allowed[b, 0, t, j]: key j is a real token at or before query t. Each query may also see itself,
 // so rows of padding queries are never fully masked (which would make the softmax NaN).
-at::Tensor attention_mask_for(const at::Tensor& query_index, const at::Tensor& key_valid, int64_t key_length) {
+at::Tensor attention_mask_for(const at::Tensor& query_index, const at::Tensor& key_valid,
+                              int64_t key_length) {
   // query_index: (B, T) absolute key index of each query; key_valid: (B, key_length) bool
   auto keys = at::arange(key_length, query_index.options()).view({1, 1, -1});
   auto q = query_index.unsqueeze(-1);
@@ -27,9 +28,11 @@ at::Tensor positions_from_mask(const at::Tensor& mask) {
 }  // namespace
 
 Backbone::Backbone(const ModelConfig& c, const at::TensorOptions& options) {
-  embed_tokens = register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, options));
+  embed_tokens = register_module("embed_tokens",
+                                 std::make_shared<Embedding>(c.vocab_size, c.hidden_size, options));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(c, options));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers->push_back(std::make_shared<DecoderLayer>(c, options));
   norm = register_module("norm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, options));
 }
 
@@ -37,8 +40,9 @@ CausalLM::CausalLM(const ModelConfig& config, const at::TensorOptions& options)
     : config_(config), options_(options), rotary_(config) {
   model = register_module("model", std::make_shared<Backbone>(config, options));
   if (!config.tie_word_embeddings) {
-    lm_head = register_module(
-        "lm_head", std::make_shared<DenseLinear>(config.hidden_size, config.vocab_size, /*with_bias=*/false, options));
+    lm_head = register_module("lm_head",
+                              std::make_shared<DenseLinear>(config.hidden_size, config.vocab_size,
+                                                            /*with_bias=*/false, options));
   }
 }
 
@@ -51,10 +55,13 @@ at::Tensor CausalLM::run_layers(at::Tensor x, const AttentionContext& ctx) {
 
 at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
   if (input_ids.dim() != 2) fail("input_ids must be (batch, steps), got {} dims", input_ids.dim());
-  auto mask = attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
+  auto mask =
+      attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
   AttentionContext ctx;
-  std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions_from_mask(mask), options_.dtype().toScalarType());
-  auto query_index = at::arange(input_ids.size(1), input_ids.options().dtype(at::kLong)).expand_as(input_ids);
+  std::tie(ctx.cos, ctx.sin) =
+      rotary_.cos_sin(positions_from_mask(mask), options_.dtype().toScalarType());
+  auto query_index =
+      at::arange(input_ids.size(1), input_ids.options().dtype(at::kLong)).expand_as(input_ids);
   ctx.mask = attention_mask_for(query_index, mask, input_ids.size(1));
   ctx.key_length = input_ids.size(1);
   return run_layers(model->embed_tokens->forward(input_ids), ctx);
@@ -67,18 +74,22 @@ at::Tensor CausalLM::logits(const at::Tensor& hidden) {
 at::Tensor CausalLM::forward_cached(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                     const std::vector<int64_t>& slots, KVCache& cache) {
   const int64_t batch = input_ids.size(0), steps = input_ids.size(1);
-  if (static_cast<int64_t>(slots.size()) != batch) fail("forward_cached: {} slots for {} rows", slots.size(), batch);
-  auto mask = attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
+  if (static_cast<int64_t>(slots.size()) != batch)
+    fail("forward_cached: {} slots for {} rows", slots.size(), batch);
+  auto mask =
+      attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
   AttentionContext ctx;
   ctx.cache = &cache;
   ctx.slots = slots;
   std::vector<int64_t> first_position;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t slot = slots[b];
-    if (slot < 0 || slot >= cache.slots()) fail("forward_cached: slot {} outside the cache's {}", slot, cache.slots());
+    if (slot < 0 || slot >= cache.slots())
+      fail("forward_cached: slot {} outside the cache's {}", slot, cache.slots());
     const int64_t start = cache.length[slot];
     if (start + steps > cache.capacity()) {
-      fail("KV cache slot {} is full: {} + {} tokens exceed its capacity {}", slot, start, steps, cache.capacity());
+      fail("KV cache slot {} is full: {} + {} tokens exceed its capacity {}", slot, start, steps,
+           cache.capacity());
     }
     ctx.starts.push_back(start);
     first_position.push_back(cache.next_position[slot]);
@@ -86,9 +97,11 @@ at::Tensor CausalLM::forward_cached(const at::Tensor& input_ids, const at::Tenso
     cache.valid[slot].narrow(0, start, steps).copy_(mask[b]);
   }
   const auto long_options = input_ids.options().dtype(at::kLong);
-  auto positions = positions_from_mask(mask) + at::tensor(first_position, at::kLong).to(input_ids.device()).unsqueeze(1);
+  auto positions = positions_from_mask(mask) +
+                   at::tensor(first_position, at::kLong).to(input_ids.device()).unsqueeze(1);
   std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions, options_.dtype().toScalarType());
-  auto query_index = at::tensor(ctx.starts, at::kLong).to(input_ids.device()).unsqueeze(1) + at::arange(steps, long_options);
+  auto query_index = at::tensor(ctx.starts, at::kLong).to(input_ids.device()).unsqueeze(1) +
+                     at::arange(steps, long_options);
   auto slot_index = at::tensor(slots, at::kLong).to(cache.valid.device());
   auto key_valid = cache.valid.index_select(0, slot_index).narrow(1, 0, ctx.key_length);
   ctx.mask = attention_mask_for(query_index, key_valid, ctx.key_length);
@@ -125,8 +138,10 @@ void CausalLM::replace_linear(const LinearSlot& slot, std::shared_ptr<Linear> la
 
 io::NamedTensors CausalLM::state_tensors() const {
   io::NamedTensors out;
-  for (const auto& item : named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
-  for (const auto& item : named_buffers(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  for (const auto& item : named_parameters(/*recurse=*/true))
+    out.emplace_back(item.key(), item.value());
+  for (const auto& item : named_buffers(/*recurse=*/true))
+    out.emplace_back(item.key(), item.value());
   return out;
 }
 

@@ -11,7 +11,8 @@ KVCache::KVCache(const ModelConfig& config, int64_t slots, int64_t capacity,
                  const at::TensorOptions& options) {
   if (slots <= 0 || capacity <= 0) fail("KV cache needs at least one slot and one position");
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    keys.push_back(at::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
+    keys.push_back(
+        at::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
     values.push_back(at::zeros_like(keys.back()));
   }
   valid = at::zeros({slots, capacity}, options.dtype(at::kBool));

@@ -12,11 +12,12 @@
 namespace rqat::model {
 
 struct KVCache {
-  KVCache(const ModelConfig& config, int64_t slots, int64_t capacity, const at::TensorOptions& options);
+  KVCache(const ModelConfig& config, int64_t slots, int64_t capacity,
+          const at::TensorOptions& options);
 
-  std::vector<at::Tensor> keys;    // per layer: (slots, kv_heads, capacity, head_dim)
-  std::vector<at::Tensor> values;  // per layer: same shape as keys
-  at::Tensor valid;                // bool (slots, capacity): cached position holds a real token
+  std::vector<at::Tensor> keys;        // per layer: (slots, kv_heads, capacity, head_dim)
+  std::vector<at::Tensor> values;      // per layer: same shape as keys
+  at::Tensor valid;                    // bool (slots, capacity): cached position holds a real token
   std::vector<int64_t> length;         // cached positions per slot, padding included
   std::vector<int64_t> next_position;  // rotary position of each slot's next real token
 

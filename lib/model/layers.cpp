@@ -10,8 +10,8 @@ namespace rqat::model {
 
 namespace {
 
-std::shared_ptr<Linear> make_linear(torch::nn::Module& owner, const char* name, int64_t in, int64_t out,
-                                    bool bias, const at::TensorOptions& options) {
+std::shared_ptr<Linear> make_linear(torch::nn::Module& owner, const char* name, int64_t in,
+                                    int64_t out, bool bias, const at::TensorOptions& options) {
   return owner.register_module(name, std::make_shared<DenseLinear>(in, out, bias, options));
 }
 
@@ -26,13 +26,17 @@ Embedding::Embedding(int64_t vocab_size, int64_t dim, const at::TensorOptions& o
   weight = register_parameter("weight", at::empty({vocab_size, dim}, options));
 }
 
-at::Tensor Embedding::forward(const at::Tensor& ids) { return at::embedding(weight, ids); }
+at::Tensor Embedding::forward(const at::Tensor& ids) {
+  return at::embedding(weight, ids);
+}
 
 RMSNorm::RMSNorm(int64_t dim, double eps, const at::TensorOptions& options) : eps(eps) {
   weight = register_parameter("weight", at::empty({dim}, options));
 }
 
-at::Tensor RMSNorm::forward(const at::Tensor& x) { return ops::rms_norm(x, weight, eps); }
+at::Tensor RMSNorm::forward(const at::Tensor& x) {
+  return ops::rms_norm(x, weight, eps);
+}
 
 Attention::Attention(const ModelConfig& c, const at::TensorOptions& options)
     : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
@@ -41,8 +45,10 @@ Attention::Attention(const ModelConfig& c, const at::TensorOptions& options)
   v_proj = make_linear(*this, "v_proj", c.hidden_size, c.kv_dim(), c.attention_bias, options);
   o_proj = make_linear(*this, "o_proj", c.q_dim(), c.hidden_size, c.o_proj_bias, options);
   if (c.qk_norm) {
-    q_norm = register_module("q_norm", std::make_shared<RMSNorm>(c.head_dim, c.rms_norm_eps, options));
-    k_norm = register_module("k_norm", std::make_shared<RMSNorm>(c.head_dim, c.rms_norm_eps, options));
+    q_norm =
+        register_module("q_norm", std::make_shared<RMSNorm>(c.head_dim, c.rms_norm_eps, options));
+    k_norm =
+        register_module("k_norm", std::make_shared<RMSNorm>(c.head_dim, c.rms_norm_eps, options));
   }
 }
 
@@ -53,7 +59,8 @@ void Attention::collect_linears(const std::string& prefix, std::vector<LinearSlo
   add_slot(this, prefix, "o_proj", o_proj, out);
 }
 
-at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx, int64_t layer_index) {
+at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx,
+                              int64_t layer_index) {
   const int64_t batch = x.size(0), steps = x.size(1);
   // (B, T, heads * D) -> (B, T, heads, D); qwen3 normalizes each head before the rotation.
   auto q = q_proj->forward(x).view({batch, steps, heads_, head_dim_});
@@ -89,9 +96,11 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx, 
 }
 
 Mlp::Mlp(const ModelConfig& c, const at::TensorOptions& options) {
-  gate_proj = make_linear(*this, "gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, options);
+  gate_proj =
+      make_linear(*this, "gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, options);
   up_proj = make_linear(*this, "up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias, options);
-  down_proj = make_linear(*this, "down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, options);
+  down_proj =
+      make_linear(*this, "down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias, options);
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x) {
@@ -105,14 +114,17 @@ void Mlp::collect_linears(const std::string& prefix, std::vector<LinearSlot>& ou
 }
 
 DecoderLayer::DecoderLayer(const ModelConfig& c, const at::TensorOptions& options) {
-  input_layernorm = register_module("input_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, options));
+  input_layernorm = register_module(
+      "input_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, options));
   self_attn = register_module("self_attn", std::make_shared<Attention>(c, options));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, options));
+      register_module("post_attention_layernorm",
+                      std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, options));
   mlp = register_module("mlp", std::make_shared<Mlp>(c, options));
 }
 
-at::Tensor DecoderLayer::forward(const at::Tensor& x, const AttentionContext& ctx, int64_t layer_index) {
+at::Tensor DecoderLayer::forward(const at::Tensor& x, const AttentionContext& ctx,
+                                 int64_t layer_index) {
   auto h = x + self_attn->forward(input_layernorm->forward(x), ctx, layer_index);
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }

@@ -18,7 +18,7 @@ class Embedding : public torch::nn::Module {
  public:
   Embedding(int64_t vocab_size, int64_t dim, const at::TensorOptions& options);
   at::Tensor forward(const at::Tensor& ids);  // (B, T) int64 -> (B, T, dim)
-  at::Tensor weight;                           // (vocab_size, dim)
+  at::Tensor weight;                          // (vocab_size, dim)
 };
 
 class RMSNorm : public torch::nn::Module {
@@ -41,7 +41,8 @@ struct AttentionContext {
 
 // A named Linear inside a module, so quantization can find and replace it.
 struct LinearSlot {
-  std::string name;  // qualified Hugging Face name without ".weight", e.g. model.layers.0.mlp.up_proj
+  std::string
+      name;  // qualified Hugging Face name without ".weight", e.g. model.layers.0.mlp.up_proj
   torch::nn::Module* owner;
   std::string local_name;
   std::shared_ptr<Linear>* layer;

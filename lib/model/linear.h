@@ -1,6 +1,6 @@
-// The one linear-layer abstraction of the decoder. Every projection (q/k/v/o, gate/up/down, lm_head)
-// is a Linear, so the quantization issues swap in fake-quantized or packed variants by name without
-// touching the model code. Parameter names ("weight", "bias") follow Hugging Face.
+// The one linear-layer abstraction of the decoder. Every projection (q/k/v/o, gate/up/down,
+// lm_head) is a Linear, so the quantization issues swap in fake-quantized or packed variants by
+// name without touching the model code. Parameter names ("weight", "bias") follow Hugging Face.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -26,7 +26,8 @@ class Linear : public torch::nn::Module {
 class DenseLinear : public Linear {
  public:
   // Parameters are allocated uninitialized: a checkpoint load or init_random fills them.
-  DenseLinear(int64_t in_features, int64_t out_features, bool with_bias, const at::TensorOptions& options);
+  DenseLinear(int64_t in_features, int64_t out_features, bool with_bias,
+              const at::TensorOptions& options);
 
   at::Tensor forward(const at::Tensor& x) override;
   int64_t in_features() const override { return weight_.size(1); }

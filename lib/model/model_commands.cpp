@@ -64,12 +64,15 @@ std::string describe_model(const std::filesystem::path& model_dir) {
   int64_t params = 0;
   for (const auto& name : checkpoint.names()) params += checkpoint.tensor(name).numel();
   return fmt::format(
-      "model        {}\nfamily       {}\nlayers       {}\nhidden       {}\nintermediate {}\nheads        {} "
-      "(kv {}, head_dim {})\nvocab        {}\ntied lm_head {}\nrope         theta {}{}\nparameters   {:.3f} M\n"
+      "model        {}\nfamily       {}\nlayers       {}\nhidden       {}\nintermediate {}\nheads  "
+      "      {} "
+      "(kv {}, head_dim {})\nvocab        {}\ntied lm_head {}\nrope         theta {}{}\nparameters "
+      "  {:.3f} M\n"
       "stored dtype {}\nfiles        {} ({:.1f} MB)\n",
       model_dir.string(), c.model_type, c.num_hidden_layers, c.hidden_size, c.intermediate_size,
-      c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.vocab_size, c.tie_word_embeddings ? "yes" : "no",
-      c.rope_theta, c.rope_llama3 ? fmt::format(", llama3 x{}", c.rope_llama3->factor) : "", params / 1e6,
+      c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.vocab_size,
+      c.tie_word_embeddings ? "yes" : "no", c.rope_theta,
+      c.rope_llama3 ? fmt::format(", llama3 x{}", c.rope_llama3->factor) : "", params / 1e6,
       c.torch_dtype, checkpoint.files().size(), checkpoint.total_bytes() / 1e6);
 }
 

@@ -1,6 +1,6 @@
 // Parsing of config.json for the supported decoder families. Both the classic layout
-// (rope_theta/rope_scaling, torch_dtype) and the transformers 5 layout (rope_parameters, dtype) load;
-// saving writes the classic one, which both generations of transformers and other tools read.
+// (rope_theta/rope_scaling, torch_dtype) and the transformers 5 layout (rope_parameters, dtype)
+// load; saving writes the classic one, which both generations of transformers and other tools read.
 #include "model/model_config.h"
 
 #include "io/error.h"
@@ -30,7 +30,8 @@ struct FieldReader {
   int64_t positive_int_or(const char* key, int64_t fallback) const {
     return get(key) ? positive_int(key) : fallback;
   }
-  double positive_number(const Json& obj, const char* key, double fallback, const char* where) const {
+  double positive_number(const Json& obj, const char* key, double fallback,
+                         const char* where) const {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return fallback;
     if (!it->is_number() || it->get<double>() <= 0) {
@@ -41,7 +42,8 @@ struct FieldReader {
   bool boolean_or(const char* key, bool fallback) const {
     const Json* v = get(key);
     if (v == nullptr) return fallback;
-    if (!v->is_boolean()) fail("{}: field '{}' must be true or false, got {}", source, key, v->dump());
+    if (!v->is_boolean())
+      fail("{}: field '{}' must be true or false, got {}", source, key, v->dump());
     return v->get<bool>();
   }
   std::vector<int64_t> token_ids(const char* key) const {
@@ -64,10 +66,13 @@ void parse_rope(const FieldReader& r, ModelConfig& c) {
   // transformers 5 nests theta and scaling in rope_parameters; 4.x has them at the top level.
   const Json* params = r.get("rope_parameters");
   const Json* scaling = r.get("rope_scaling");
-  if (params != nullptr && !params->is_object()) fail("{}: field 'rope_parameters' must be an object", r.source);
-  if (scaling != nullptr && !scaling->is_object()) fail("{}: field 'rope_scaling' must be an object", r.source);
+  if (params != nullptr && !params->is_object())
+    fail("{}: field 'rope_parameters' must be an object", r.source);
+  if (scaling != nullptr && !scaling->is_object())
+    fail("{}: field 'rope_scaling' must be an object", r.source);
   c.rope_theta = r.positive_number(r.json, "rope_theta", c.rope_theta, "");
-  if (params != nullptr) c.rope_theta = r.positive_number(*params, "rope_theta", c.rope_theta, "rope_parameters.");
+  if (params != nullptr)
+    c.rope_theta = r.positive_number(*params, "rope_theta", c.rope_theta, "rope_parameters.");
   const Json* spec = scaling != nullptr ? scaling : params;
   if (spec == nullptr) return;
   const char* where = scaling != nullptr ? "rope_scaling." : "rope_parameters.";
@@ -100,9 +105,12 @@ void parse_rope(const FieldReader& r, ModelConfig& c) {
 
 const char* family_name(Family family) {
   switch (family) {
-    case Family::kQwen2: return "qwen2";
-    case Family::kQwen3: return "qwen3";
-    case Family::kLlama: return "llama";
+    case Family::kQwen2:
+      return "qwen2";
+    case Family::kQwen3:
+      return "qwen3";
+    case Family::kLlama:
+      return "llama";
   }
   return "?";
 }
@@ -139,22 +147,28 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
     c.head_dim = r.positive_int("head_dim");
   } else {
     if (c.hidden_size % c.num_attention_heads != 0) {
-      fail("{}: field 'hidden_size' ({}) is not a multiple of num_attention_heads ({}) and no head_dim is given",
-           source, c.hidden_size, c.num_attention_heads);
+      fail(
+          "{}: field 'hidden_size' ({}) is not a multiple of num_attention_heads ({}) and no "
+          "head_dim is given",
+          source, c.hidden_size, c.num_attention_heads);
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
-  if (c.head_dim % 2 != 0) fail("{}: field 'head_dim' ({}) must be even for rotary embeddings", source, c.head_dim);
+  if (c.head_dim % 2 != 0)
+    fail("{}: field 'head_dim' ({}) must be even for rotary embeddings", source, c.head_dim);
   c.rms_norm_eps = r.positive_number(json, "rms_norm_eps", c.rms_norm_eps, "");
-  c.max_position_embeddings = r.positive_int_or("max_position_embeddings", c.max_position_embeddings);
+  c.max_position_embeddings =
+      r.positive_int_or("max_position_embeddings", c.max_position_embeddings);
   parse_rope(r, c);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
 
-  if (const Json* act = r.get("hidden_act"); act != nullptr && (!act->is_string() || act->get<std::string>() != "silu")) {
+  if (const Json* act = r.get("hidden_act");
+      act != nullptr && (!act->is_string() || act->get<std::string>() != "silu")) {
     fail("{}: field 'hidden_act' is {}; only \"silu\" (SwiGLU) is supported", source, act->dump());
   }
   if (r.boolean_or("use_sliding_window", false)) {
-    fail("{}: field 'use_sliding_window' is true; sliding-window attention is not supported", source);
+    fail("{}: field 'use_sliding_window' is true; sliding-window attention is not supported",
+         source);
   }
   switch (c.family) {
     case Family::kQwen2:  // q/k/v always carry a bias in Qwen2, o_proj never
@@ -172,7 +186,8 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
   c.eos_token_ids = r.token_ids("eos_token_id");
   if (auto bos = r.token_ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   for (const char* key : {"torch_dtype", "dtype"}) {
-    if (const Json* d = r.get(key); d != nullptr && d->is_string()) c.torch_dtype = d->get<std::string>();
+    if (const Json* d = r.get(key); d != nullptr && d->is_string())
+      c.torch_dtype = d->get<std::string>();
   }
   return c;
 }
@@ -204,11 +219,12 @@ io::Json ModelConfig::to_json() const {
   j["max_position_embeddings"] = max_position_embeddings;
   j["rope_theta"] = rope_theta;
   if (rope_llama3) {
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", rope_llama3->factor},
-                         {"low_freq_factor", rope_llama3->low_freq_factor},
-                         {"high_freq_factor", rope_llama3->high_freq_factor},
-                         {"original_max_position_embeddings", rope_llama3->original_max_position_embeddings}};
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", rope_llama3->factor},
+        {"low_freq_factor", rope_llama3->low_freq_factor},
+        {"high_freq_factor", rope_llama3->high_freq_factor},
+        {"original_max_position_embeddings", rope_llama3->original_max_position_embeddings}};
   } else {
     j["rope_scaling"] = nullptr;
   }

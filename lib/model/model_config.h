@@ -25,23 +25,23 @@ struct Llama3RopeScaling {
 
 struct ModelConfig {
   Family family = Family::kQwen3;
-  std::string model_type;          // "qwen2" | "qwen3" | "llama"
+  std::string model_type;  // "qwen2" | "qwen3" | "llama"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;   // SwiGLU inner width
+  int64_t intermediate_size = 0;  // SwiGLU inner width
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // < num_attention_heads means grouped-query attention
-  int64_t head_dim = 0;            // explicit in qwen3/llama configs, else hidden/heads
+  int64_t head_dim = 0;             // explicit in qwen3/llama configs, else hidden/heads
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   std::optional<Llama3RopeScaling> rope_llama3;
   int64_t max_position_embeddings = 4096;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;     // q/k/v biases (qwen2 always; llama when attention_bias)
-  bool o_proj_bias = false;        // llama's attention_bias also covers o_proj
-  bool mlp_bias = false;           // llama only
-  bool qk_norm = false;            // qwen3: RMSNorm over each head of q and k
+  bool attention_bias = false;  // q/k/v biases (qwen2 always; llama when attention_bias)
+  bool o_proj_bias = false;     // llama's attention_bias also covers o_proj
+  bool mlp_bias = false;        // llama only
+  bool qk_norm = false;         // qwen3: RMSNorm over each head of q and k
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> bos_token_id;
   std::string torch_dtype = "float32";  // dtype the checkpoint was saved in

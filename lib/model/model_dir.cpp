@@ -14,23 +14,28 @@ namespace fs = std::filesystem;
 namespace {
 
 // Tokenizer files that transformers' AutoTokenizer reads; copied so an artifact is self-contained.
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                           "vocab.json", "merges.txt", "added_tokens.json",
-                                           "tokenizer.model", "chat_template.jinja"};
+constexpr const char* kTokenizerFiles[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "merges.txt",     "added_tokens.json",     "tokenizer.model",         "chat_template.jinja"};
 
 bool ignorable_extra(const std::string& name, const ModelConfig& config) {
   // Some exporters store the rotary table; a tied model may still carry a copy of the embedding.
-  return name.ends_with("rotary_emb.inv_freq") || (config.tie_word_embeddings && name == "lm_head.weight");
+  return name.ends_with("rotary_emb.inv_freq") ||
+         (config.tie_word_embeddings && name == "lm_head.weight");
 }
 
 }  // namespace
 
 const char* hf_dtype_name(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: return "float32";
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    default: fail("dtype {} is not a model dtype (float32, bfloat16, float16)", c10::toString(dtype));
+    case at::kFloat:
+      return "float32";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kHalf:
+      return "float16";
+    default:
+      fail("dtype {} is not a model dtype (float32, bfloat16, float16)", c10::toString(dtype));
   }
 }
 
@@ -49,13 +54,14 @@ void load_weights(CausalLM& model, const fs::path& dir) {
   for (auto& item : model.named_parameters(/*recurse=*/true)) {
     const std::string& name = item.key();
     if (!checkpoint.contains(name)) {
-      fail("{}: checkpoint has no tensor '{}', which this {} config needs", where, name, model.config().model_type);
+      fail("{}: checkpoint has no tensor '{}', which this {} config needs", where, name,
+           model.config().model_type);
     }
     at::Tensor stored = checkpoint.tensor(name);
     at::Tensor& param = item.value();
     if (stored.sizes() != param.sizes()) {
-      fail("{}: tensor '{}' has shape {} but config.json implies {}", where, name, c10::str(stored.sizes()),
-           c10::str(param.sizes()));
+      fail("{}: tensor '{}' has shape {} but config.json implies {}", where, name,
+           c10::str(stored.sizes()), c10::str(param.sizes()));
     }
     if (!at::isFloatingType(stored.scalar_type())) {
       fail("{}: tensor '{}' is stored as {}, expected a floating-point weight", where, name,
@@ -67,7 +73,8 @@ void load_weights(CausalLM& model, const fs::path& dir) {
   }
   for (const auto& name : checkpoint.names()) {
     if (used.count(name) == 0 && !ignorable_extra(name, model.config())) {
-      fail("{}: unexpected tensor '{}' in the checkpoint (quantized or different architecture?)", where, name);
+      fail("{}: unexpected tensor '{}' in the checkpoint (quantized or different architecture?)",
+           where, name);
     }
   }
 }
@@ -75,9 +82,12 @@ void load_weights(CausalLM& model, const fs::path& dir) {
 std::shared_ptr<CausalLM> load_causal_lm(const fs::path& dir, const LoadOptions& options) {
   if (!fs::is_directory(dir)) fail("{}: model directory does not exist", dir.string());
   ModelConfig config = ModelConfig::load(dir / "config.json");
-  if (fs::exists(dir / "generation_config.json")) config.generation = io::read_json_file(dir / "generation_config.json");
-  // Build the modules on the CPU without touching memory (at::empty), then swap in the mapped weights.
-  auto model = std::make_shared<CausalLM>(config, at::TensorOptions().dtype(options.dtype).device(options.device));
+  if (fs::exists(dir / "generation_config.json"))
+    config.generation = io::read_json_file(dir / "generation_config.json");
+  // Build the modules on the CPU without touching memory (at::empty), then swap in the mapped
+  // weights.
+  auto model = std::make_shared<CausalLM>(
+      config, at::TensorOptions().dtype(options.dtype).device(options.device));
   load_weights(*model, dir);
   return model;
 }
@@ -93,17 +103,20 @@ void save_causal_lm(const CausalLM& model, const fs::path& dir, const SaveOption
   io::write_json_file(dir / "config.json", config.to_json());
 
   io::Json generation = config.generation.is_object() ? config.generation : io::Json::object();
-  if (config.bos_token_id && !generation.contains("bos_token_id")) generation["bos_token_id"] = *config.bos_token_id;
+  if (config.bos_token_id && !generation.contains("bos_token_id"))
+    generation["bos_token_id"] = *config.bos_token_id;
   if (!config.eos_token_ids.empty() && !generation.contains("eos_token_id")) {
-    generation["eos_token_id"] = config.eos_token_ids.size() == 1 ? io::Json(config.eos_token_ids[0])
-                                                                  : io::Json(config.eos_token_ids);
+    generation["eos_token_id"] = config.eos_token_ids.size() == 1
+                                     ? io::Json(config.eos_token_ids[0])
+                                     : io::Json(config.eos_token_ids);
   }
   io::write_json_file(dir / "generation_config.json", generation);
 
   if (options.tokenizer_from && fs::absolute(*options.tokenizer_from) != fs::absolute(dir)) {
     for (const char* file : kTokenizerFiles) {
       const fs::path source = *options.tokenizer_from / file;
-      if (fs::exists(source)) fs::copy_file(source, dir / file, fs::copy_options::overwrite_existing);
+      if (fs::exists(source))
+        fs::copy_file(source, dir / file, fs::copy_options::overwrite_existing);
     }
   }
 }

@@ -1,6 +1,6 @@
-// Loading and saving a Hugging Face model directory (config.json, generation_config.json, safetensors
-// weights, tokenizer files) as a CausalLM. Loading maps the weights: in the checkpoint's own dtype on
-// the CPU no tensor is copied.
+// Loading and saving a Hugging Face model directory (config.json, generation_config.json,
+// safetensors weights, tokenizer files) as a CausalLM. Loading maps the weights: in the
+// checkpoint's own dtype on the CPU no tensor is copied.
 #pragma once
 
 #include <ATen/core/ScalarType.h>
@@ -26,13 +26,15 @@ struct SaveOptions {
   std::optional<std::filesystem::path> tokenizer_from;  // copy tokenizer files from this directory
 };
 
-std::shared_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir, const LoadOptions& options = {});
-void save_causal_lm(const CausalLM& model, const std::filesystem::path& dir, const SaveOptions& options = {});
+std::shared_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir,
+                                         const LoadOptions& options = {});
+void save_causal_lm(const CausalLM& model, const std::filesystem::path& dir,
+                    const SaveOptions& options = {});
 
 // Moves the weights of `checkpoint` into the parameters of `model` (names, shapes checked).
 void load_weights(CausalLM& model, const std::filesystem::path& dir);
 
-const char* hf_dtype_name(at::ScalarType dtype);  // "float32", "bfloat16", "float16"
+const char* hf_dtype_name(at::ScalarType dtype);             // "float32", "bfloat16", "float16"
 at::ScalarType hf_dtype_to_scalar(const std::string& name);  // inverse; float32 for unknown names
 
 }  // namespace rqat::model

@@ -19,7 +19,8 @@ at::Tensor scale_llama3(const at::Tensor& inv_freq, const Llama3RopeScaling& s) 
   const double high_freq_wavelen = old_context / s.high_freq_factor;
   auto wavelen = 2 * std::numbers::pi / inv_freq;
   auto scaled = at::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
-  auto smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  auto smooth =
+      (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
   auto blended = (1 - smooth) * scaled / s.factor + smooth * scaled;
   auto medium = at::logical_and(wavelen >= high_freq_wavelen, wavelen <= low_freq_wavelen);
   return at::where(medium, blended, scaled);

@@ -15,7 +15,8 @@ class RotaryEmbedding {
   explicit RotaryEmbedding(const ModelConfig& config);
 
   // positions: (B, T) int64 -> cos, sin: (B, T, head_dim) in `dtype` on positions' device.
-  std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions, at::ScalarType dtype) const;
+  std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions,
+                                            at::ScalarType dtype) const;
   const at::Tensor& inv_freq() const { return inv_freq_; }  // (head_dim / 2) float32, on the CPU
 
  private:

@@ -19,20 +19,24 @@ namespace rqat::ops {
 
 namespace {
 
-int64_t checked_group_size(const at::Tensor& w, const at::Tensor& scales, const at::Tensor& zeros, int bits,
-                           int64_t group_size) {
+int64_t checked_group_size(const at::Tensor& w, const at::Tensor& scales, const at::Tensor& zeros,
+                           int bits, int64_t group_size) {
   if (w.dim() != 2) fail("fake_quantize: weight must be 2-D (out, in), got {} dims", w.dim());
   if (w.scalar_type() != at::kFloat && w.scalar_type() != at::kBFloat16) {
-    fail("fake_quantize: weight dtype {} (supported: float32, bfloat16)", c10::toString(w.scalar_type()));
+    fail("fake_quantize: weight dtype {} (supported: float32, bfloat16)",
+         c10::toString(w.scalar_type()));
   }
   if (bits < 1 || bits > 8) fail("fake_quantize: bits = {} (supported: 1..8)", bits);
   const int64_t cols = w.size(1);
   const int64_t group = group_size <= 0 ? cols : group_size;
-  if (cols % group != 0) fail("fake_quantize: in_features {} is not a multiple of group_size {}", cols, group);
+  if (cols % group != 0)
+    fail("fake_quantize: in_features {} is not a multiple of group_size {}", cols, group);
   const std::vector<int64_t> expected{w.size(0), cols / group};
   for (const at::Tensor* t : {&scales, &zeros}) {
-    if (t->sizes().vec() != expected || t->scalar_type() != at::kFloat || t->device() != w.device()) {
-      fail("fake_quantize: scales and zeros must be float32 ({}, {}) on the weight's device", expected[0], expected[1]);
+    if (t->sizes().vec() != expected || t->scalar_type() != at::kFloat ||
+        t->device() != w.device()) {
+      fail("fake_quantize: scales and zeros must be float32 ({}, {}) on the weight's device",
+           expected[0], expected[1]);
     }
   }
   return group;
@@ -40,19 +44,22 @@ int64_t checked_group_size(const at::Tensor& w, const at::Tensor& scales, const 
 
 }  // namespace
 
-at::Tensor fake_quantize_groupwise(const at::Tensor& w, const at::Tensor& scales, const at::Tensor& zeros,
-                                   int bits, int64_t group_size) {
+at::Tensor fake_quantize_groupwise(const at::Tensor& w, const at::Tensor& scales,
+                                   const at::Tensor& zeros, int bits, int64_t group_size) {
   const int64_t group = checked_group_size(w, scales, zeros, bits, group_size);
   if (w.is_cuda()) {
 #ifdef RQAT_WITH_CUDA
     auto wc = w.contiguous();
     auto out = at::empty_like(wc);
     auto sc = scales.contiguous(), zc = zeros.contiguous();
-    const auto dtype = w.scalar_type() == at::kFloat ? cuda::FakeQuantDType::kF32 : cuda::FakeQuantDType::kBF16;
-    const int err = cuda::launch_fake_quant_groupwise(wc.data_ptr(), out.data_ptr(), sc.data_ptr<float>(),
-                                                      zc.data_ptr<float>(), wc.size(0), wc.size(1), group, bits,
-                                                      dtype, c10::cuda::getCurrentCUDAStream().stream());
-    if (err != 0) fail("fake_quantize: CUDA kernel failed: {}", cudaGetErrorString(static_cast<cudaError_t>(err)));
+    const auto dtype =
+        w.scalar_type() == at::kFloat ? cuda::FakeQuantDType::kF32 : cuda::FakeQuantDType::kBF16;
+    const int err = cuda::launch_fake_quant_groupwise(
+        wc.data_ptr(), out.data_ptr(), sc.data_ptr<float>(), zc.data_ptr<float>(), wc.size(0),
+        wc.size(1), group, bits, dtype, c10::cuda::getCurrentCUDAStream().stream());
+    if (err != 0)
+      fail("fake_quantize: CUDA kernel failed: {}",
+           cudaGetErrorString(static_cast<cudaError_t>(err)));
     return out;
 #else
     fail("fake_quantize: rqat was built without CUDA kernels (nvcc not found at build time)");
@@ -66,8 +73,8 @@ at::Tensor fake_quantize_groupwise(const at::Tensor& w, const at::Tensor& scales
   return ((q - z) * s).view({rows, groups * group}).to(w.scalar_type());
 }
 
-at::Tensor fake_quantize_groupwise_ref(const at::Tensor& w, const at::Tensor& scales, const at::Tensor& zeros,
-                                       int bits, int64_t group_size) {
+at::Tensor fake_quantize_groupwise_ref(const at::Tensor& w, const at::Tensor& scales,
+                                       const at::Tensor& zeros, int bits, int64_t group_size) {
   const int64_t group = checked_group_size(w, scales, zeros, bits, group_size);
   auto wf = w.to(at::kCPU, at::kFloat).contiguous();
   auto sc = scales.to(at::kCPU).contiguous(), zc = zeros.to(at::kCPU).contiguous();
@@ -81,7 +88,8 @@ at::Tensor fake_quantize_groupwise_ref(const at::Tensor& w, const at::Tensor& sc
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t g = r * groups + c / group;
-      const float q = std::fmin(std::fmax(std::nearbyint(src[r * cols + c] / s[g]) + z[g], 0.0f), max_q);
+      const float q =
+          std::fmin(std::fmax(std::nearbyint(src[r * cols + c] / s[g]) + z[g], 0.0f), max_q);
       dst[r * cols + c] = (q - z[g]) * s[g];
     }
   }

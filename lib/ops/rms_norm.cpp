@@ -1,4 +1,5 @@
-// See rms_norm.h. The float32 accumulation matters in bf16: summing squares in bf16 loses ~3 digits.
+// See rms_norm.h. The float32 accumulation matters in bf16: summing squares in bf16 loses ~3
+// digits.
 #include "ops/rms_norm.h"
 
 #include <ATen/ATen.h>
