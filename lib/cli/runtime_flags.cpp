@@ -53,7 +53,9 @@ int run_tool(const char* tool, const std::function<void()>& body) {
   } catch (const Error& e) {
     std::cerr << tool << ": error: " << e.what() << "\n";
   } catch (const c10::Error& e) {
-    std::cerr << tool << ": error: " << e.what_without_backtrace() << "\n";
+    // Torch's messages can run over several lines; the first says what went wrong.
+    const std::string message = e.what_without_backtrace();
+    std::cerr << tool << ": error: " << message.substr(0, message.find('\n')) << "\n";
   } catch (const std::exception& e) {
     std::cerr << tool << ": error: " << e.what() << "\n";
   }
