@@ -25,20 +25,6 @@ namespace {
 // differences of order 1e-1).
 constexpr double kTol = 1e-5;
 
-std::shared_ptr<CausalLM> random_model(Family family, bool tied, uint64_t seed = 1) {
-  auto model = std::make_shared<CausalLM>(rqat::test::tiny_config(family, tied),
-                                          at::TensorOptions(at::kFloat));
-  rqat::model::init_random(*model, seed, /*std=*/0.2);
-  // Non-trivial norms and biases so that a wrong name or a skipped term shows up.
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 100);
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters()) {
-    if (p.key().ends_with("norm.weight")) p.value().add_(at::randn(p.value().sizes(), gen) * 0.1);
-    if (p.key().ends_with(".bias")) p.value().copy_(at::randn(p.value().sizes(), gen) * 0.1);
-  }
-  return model;
-}
-
 double max_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
@@ -58,7 +44,7 @@ TEST_CASE("left padding does not change a row's logits") {
   torch::NoGradGuard no_grad;
   for (const auto& c : kCases) {
     INFO(rqat::model::family_name(c.family) << " tied=" << c.tied);
-    auto model = random_model(c.family, c.tied);
+    auto model = rqat::test::random_tiny_model(c.family, c.tied);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
     auto tokens = at::randint(0, 97, {1, 7}, gen, at::kLong);
     auto alone = model->forward(tokens);
@@ -74,7 +60,7 @@ TEST_CASE("KV-cache prefill + one-token decode equals the full forward") {
   torch::NoGradGuard no_grad;
   for (const auto& c : kCases) {
     INFO(rqat::model::family_name(c.family) << " tied=" << c.tied);
-    auto model = random_model(c.family, c.tied);
+    auto model = rqat::test::random_tiny_model(c.family, c.tied);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
     const int64_t steps = 12, prompt = 5;
     auto ids = at::randint(0, 97, {3, steps}, gen, at::kLong);
@@ -103,7 +89,7 @@ TEST_CASE("KV-cache prefill + one-token decode equals the full forward") {
 
 TEST_CASE("cache slots are independent and reusable (continuous batching)") {
   torch::NoGradGuard no_grad;
-  auto model = random_model(Family::kQwen3, true);
+  auto model = rqat::test::random_tiny_model(Family::kQwen3, true);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
   auto a = at::randint(0, 97, {1, 9}, gen, at::kLong);
   auto b = at::randint(0, 97, {1, 6}, gen, at::kLong);
@@ -135,7 +121,7 @@ TEST_CASE("save and load round-trip bit-exactly, single file and sharded") {
   torch::NoGradGuard no_grad;
   for (const auto& c : kCases) {
     INFO(rqat::model::family_name(c.family) << " tied=" << c.tied);
-    auto model = random_model(c.family, c.tied);
+    auto model = rqat::test::random_tiny_model(c.family, c.tied);
     auto ids = at::arange(10, at::kLong).view({1, 10});
     auto expected = model->forward(ids);
     for (uint64_t shard : {uint64_t{0}, uint64_t{20000}}) {
@@ -153,7 +139,7 @@ TEST_CASE("save and load round-trip bit-exactly, single file and sharded") {
 }
 
 TEST_CASE("loading a bf16 checkpoint in bf16 maps the file instead of copying it") {
-  auto model = random_model(Family::kLlama, false);
+  auto model = rqat::test::random_tiny_model(Family::kLlama, false);
   TempDir dir("decoder_bf16");
   rqat::model::SaveOptions save;
   save.dtype = at::kBFloat16;
@@ -194,7 +180,7 @@ TEST_CASE("loading a bf16 checkpoint in bf16 maps the file instead of copying it
 }
 
 TEST_CASE("every projection is a replaceable Linear") {
-  auto model = random_model(Family::kQwen2, false);
+  auto model = rqat::test::random_tiny_model(Family::kQwen2, false);
   auto slots = model->linear_layers();
   CHECK(slots.size() == 7u * 2u);
   CHECK(slots.front().name == "model.layers.0.self_attn.q_proj");
@@ -215,7 +201,7 @@ TEST_CASE("every projection is a replaceable Linear") {
 }
 
 TEST_CASE("gradients reach every parameter") {
-  auto model = random_model(Family::kQwen3, false);
+  auto model = rqat::test::random_tiny_model(Family::kQwen3, false);
   auto ids = at::arange(8, at::kLong).view({2, 4});
   auto logits = model->forward(ids);
   auto loss = at::cross_entropy_loss(logits.view({-1, 97}), ids.view({-1}));
@@ -229,7 +215,7 @@ TEST_CASE("gradients reach every parameter") {
 }
 
 TEST_CASE("loader errors name the directory and tensor") {
-  auto model = random_model(Family::kQwen2, false);
+  auto model = rqat::test::random_tiny_model(Family::kQwen2, false);
   TempDir dir("decoder_err");
   rqat::model::save_causal_lm(*model, dir.path());
   auto tensors = model->state_tensors();

@@ -7,7 +7,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "io/error.h"
+#include "model/init.h"
 
 namespace rqat::test {
 
@@ -51,6 +55,19 @@ model::ModelConfig tiny_config(model::Family family, bool tied) {
       break;
   }
   return model::ModelConfig::from_json(j, "tiny_config");
+}
+
+std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool tied, uint64_t seed) {
+  auto model =
+      std::make_shared<model::CausalLM>(tiny_config(family, tied), at::TensorOptions(at::kFloat));
+  model::init_random(*model, seed, /*std=*/0.2);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 100);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters()) {
+    if (p.key().ends_with("norm.weight")) p.value().add_(at::randn(p.value().sizes(), gen) * 0.1);
+    if (p.key().ends_with(".bias")) p.value().copy_(at::randn(p.value().sizes(), gen) * 0.1);
+  }
+  return model;
 }
 
 void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles) {

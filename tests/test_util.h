@@ -5,8 +5,10 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "model/decoder.h"
 #include "model/model_config.h"
 
 namespace rqat::test {
@@ -25,6 +27,11 @@ class TempDir {
 
 // Tiny configs with awkward shapes: GQA ratio 3, head_dim != hidden/heads, odd vocab sizes.
 model::ModelConfig tiny_config(model::Family family, bool tied);
+
+// A tiny random model of a family (std 0.2), with non-trivial norms and biases so that a wrong name
+// or a skipped term changes the outputs.
+std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool tied,
+                                                   uint64_t seed = 1);
 
 // Runs fn, requires it to throw rqat::Error whose message is one line and contains every needle.
 void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles);

@@ -1,11 +1,15 @@
-// rqat: the experiment runner and model utilities (init-model, convert, logits, info).
+// rqat: the experiment runner and model utilities (init-model, convert, logits, info, tokenize,
+// generate).
 #include <CLI/CLI.hpp>
 
+#include <fstream>
 #include <iostream>
 
 #include "cli/runtime_flags.h"
+#include "generation/generate_command.h"
 #include "io/error.h"
 #include "model/model_commands.h"
+#include "tokenizer/tokenize_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -67,6 +71,59 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingDirectory);
 
+  std::string tokenizer_dir, lines_file;
+  bool add_special = false;
+  auto* tokenize_cmd =
+      app.add_subcommand("tokenize", "Print the token ids of each line of a file (- for stdin)");
+  tokenize_cmd->add_option("--tokenizer", tokenizer_dir, "Tokenizer or model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  tokenize_cmd->add_flag("--add-special", add_special,
+                         "Add the special tokens the tokenizer adds (e.g. BOS)");
+  tokenize_cmd->add_option("file", lines_file, "Text file, one input per line")->required();
+
+  rqat::generation::GenerateCommandOptions gen;
+  auto* generate_cmd = app.add_subcommand("generate", "Sample continuations of a prompt");
+  generate_cmd->add_option("--model", gen.model_dir, "Model directory (with tokenizer files)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  generate_cmd->add_option("--prompt", gen.prompt, "Prompt text")->required();
+  generate_cmd->add_flag("--chat", gen.use_chat_template,
+                         "Wrap the prompt as a user turn in the model's chat template");
+  generate_cmd->add_option("--system", gen.system_prompt, "System message (with --chat)");
+  generate_cmd
+      ->add_option("--chat-template", gen.chat_template_file,
+                   "Chat template file (docs/chat_templates.md)")
+      ->check(CLI::ExistingFile);
+  generate_cmd->add_flag("--no-thinking", gen.disable_thinking,
+                         "Qwen3: close the thinking block up front (with --chat)");
+  generate_cmd->add_option("-n,--num-samples", gen.n, "Samples of the prompt")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  generate_cmd->add_option("--max-new-tokens", gen.max_new_tokens, "Tokens to generate at most")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  generate_cmd->add_option("--temperature", gen.temperature, "Sampling temperature (0: greedy)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  generate_cmd->add_option("--top-k", gen.top_k, "Keep the k most likely tokens (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  generate_cmd->add_option("--top-p", gen.top_p, "Nucleus sampling mass (1: off)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  generate_cmd
+      ->add_option("--min-p", gen.min_p, "Drop tokens below min_p x the top probability (0: off)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  generate_cmd->add_option("--seed", gen.seed, "Random seed")->capture_default_str();
+  generate_cmd->add_option("--stop", gen.stop_strings, "Stop string (repeatable)");
+  generate_cmd->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at the model's EOS tokens");
+  generate_cmd->add_option("--max-batch", gen.max_batch, "Sequences decoded together")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rqat::cli::add_runtime_flags(*generate_cmd, runtime);
+
   auto* run_cmd =
       app.add_subcommand("run", "Run a YAML experiment (arrives with the runner issue)");
   std::string experiment;
@@ -89,6 +146,20 @@ int main(int argc, char** argv) {
       rqat::model::convert_model_dir(model_dir, output, dtype,
                                      static_cast<uint64_t>(convert_shard_mb * 1e6));
       std::cout << "wrote " << output << "\n";
+    } else if (*tokenize_cmd) {
+      auto tokenizer = rqat::tokenizer::Tokenizer::load(tokenizer_dir);
+      if (lines_file == "-") {
+        rqat::tokenizer::tokenize_lines(*tokenizer, std::cin, std::cout, add_special);
+      } else {
+        std::ifstream in(lines_file, std::ios::binary);
+        if (!in) rqat::fail("{}: cannot open", lines_file);
+        rqat::tokenizer::tokenize_lines(*tokenizer, in, std::cout, add_special);
+      }
+    } else if (*generate_cmd) {
+      runtime.apply_threads();
+      gen.dtype = runtime.resolved_dtype();
+      gen.device = runtime.resolved_device();
+      rqat::generation::run_generate_command(gen, std::cout);
     } else if (*info_cmd) {
       std::cout << rqat::model::describe_model(model_dir);
     } else if (*run_cmd) {

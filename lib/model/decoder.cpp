@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "io/error.h"
 
 namespace rqat::model {
@@ -72,47 +74,64 @@ at::Tensor CausalLM::logits(const at::Tensor& hidden) {
 }
 
 at::Tensor CausalLM::forward_cached(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                                    const std::vector<int64_t>& slots, KVCache& cache) {
+                                    const std::vector<int64_t>& slots, KVCache& cache,
+                                    bool last_only) {
   const int64_t batch = input_ids.size(0), steps = input_ids.size(1);
-  if (static_cast<int64_t>(slots.size()) != batch)
+  if (static_cast<int64_t>(slots.size()) != batch) {
     fail("forward_cached: {} slots for {} rows", slots.size(), batch);
+  }
   auto mask =
       attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
   AttentionContext ctx;
   ctx.cache = &cache;
-  ctx.slots = slots;
-  std::vector<int64_t> first_position;
+  ctx.leading_slots = true;
+  std::vector<int64_t> starts, first_position;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t slot = slots[b];
-    if (slot < 0 || slot >= cache.slots())
+    if (slot < 0 || slot >= cache.slots()) {
       fail("forward_cached: slot {} outside the cache's {}", slot, cache.slots());
+    }
     const int64_t start = cache.length[slot];
     if (start + steps > cache.capacity()) {
       fail("KV cache slot {} is full: {} + {} tokens exceed its capacity {}", slot, start, steps,
            cache.capacity());
     }
-    ctx.starts.push_back(start);
+    ctx.leading_slots = ctx.leading_slots && slot == b;
+    starts.push_back(start);
     first_position.push_back(cache.next_position[slot]);
     ctx.key_length = std::max(ctx.key_length, start + steps);
-    cache.valid[slot].narrow(0, start, steps).copy_(mask[b]);
   }
+  const bool same_start =
+      std::all_of(starts.begin(), starts.end(), [&](int64_t s) { return s == starts[0]; });
+  if (ctx.leading_slots && same_start) ctx.common_start = starts[0];
+  const auto device = input_ids.device();
   const auto long_options = input_ids.options().dtype(at::kLong);
-  auto positions = positions_from_mask(mask) +
-                   at::tensor(first_position, at::kLong).to(input_ids.device()).unsqueeze(1);
+  auto step_range = at::arange(steps, long_options);
+  // Cache position of each new token: (B, T).
+  ctx.write_positions = at::tensor(starts, at::kLong).to(device).unsqueeze(1) + step_range;
+  ctx.slot_index = at::tensor(slots, at::kLong).to(device);
+  if (ctx.common_start >= 0) {
+    cache.valid.narrow(0, 0, batch).narrow(1, ctx.common_start, steps).copy_(mask);
+  } else {
+    cache.valid.index_put_({ctx.slot_index.view({batch, 1}), ctx.write_positions}, mask);
+  }
+
+  auto positions =
+      positions_from_mask(mask) + at::tensor(first_position, at::kLong).to(device).unsqueeze(1);
   std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions, options_.dtype().toScalarType());
-  auto query_index = at::tensor(ctx.starts, at::kLong).to(input_ids.device()).unsqueeze(1) +
-                     at::arange(steps, long_options);
-  auto slot_index = at::tensor(slots, at::kLong).to(cache.valid.device());
-  auto key_valid = cache.valid.index_select(0, slot_index).narrow(1, 0, ctx.key_length);
-  ctx.mask = attention_mask_for(query_index, key_valid, ctx.key_length);
+  auto key_valid = ctx.leading_slots ? cache.valid.narrow(0, 0, batch)
+                                     : cache.valid.index_select(0, ctx.slot_index);
+  ctx.mask = attention_mask_for(ctx.write_positions, key_valid.narrow(1, 0, ctx.key_length),
+                                ctx.key_length);
 
   auto hidden = run_layers(model->embed_tokens->forward(input_ids), ctx);
-  auto real_tokens = mask.sum(1).to(at::kCPU);
+  const auto real_tokens = mask.sum(1).to(at::kCPU);
+  const int64_t* counts = real_tokens.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
     cache.length[slots[b]] += steps;
-    cache.next_position[slots[b]] += real_tokens[b].item<int64_t>();
+    cache.next_position[slots[b]] += counts[b];
   }
-  return logits(hidden);
+  return logits(last_only ? hidden.narrow(1, steps - 1, 1) : hidden);
 }
 
 KVCache CausalLM::make_cache(int64_t slots, int64_t capacity) const {

@@ -41,9 +41,11 @@ class CausalLM : public torch::nn::Module {
   }
 
   // Appends row b's tokens (input_ids[b], masked by attention_mask[b]) to cache slot slots[b] and
-  // returns their logits (B, T, vocab). Prefill is a call with the prompt; decode one with T = 1.
+  // returns their logits (B, T, vocab), or only the last position's (B, 1, vocab) when last_only
+  // (a prefill then skips the lm_head on every prompt position). Decode is a call with T = 1.
   at::Tensor forward_cached(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                            const std::vector<int64_t>& slots, KVCache& cache);
+                            const std::vector<int64_t>& slots, KVCache& cache,
+                            bool last_only = false);
   KVCache make_cache(int64_t slots, int64_t capacity) const;
 
   // Every Linear of the decoder blocks (and lm_head when untied and asked for), in model order.

@@ -3,6 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+#include <limits>
+
 #include "model/rotary.h"
 #include "ops/rms_norm.h"
 
@@ -75,22 +78,42 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx,
   v = v.transpose(1, 2);
 
   if (ctx.cache != nullptr) {
+    // One scatter per tensor writes every row's new keys at its own slot and positions; indices
+    // (B, 1) and (B, T) around the head dimension address values laid out as (B, T, kv_heads, D).
+    using at::indexing::Slice;
     auto& cache_k = ctx.cache->keys[layer_index];
     auto& cache_v = ctx.cache->values[layer_index];
-    std::vector<at::Tensor> keys, values;
-    for (int64_t b = 0; b < batch; ++b) {
-      const int64_t slot = ctx.slots[b], start = ctx.starts[b];
-      cache_k[slot].narrow(1, start, steps).copy_(k[b]);
-      cache_v[slot].narrow(1, start, steps).copy_(v[b]);
-      keys.push_back(cache_k[slot].narrow(1, 0, ctx.key_length));
-      values.push_back(cache_v[slot].narrow(1, 0, ctx.key_length));
+    if (ctx.common_start >= 0) {  // the usual decode step: one block copy per tensor
+      cache_k.narrow(0, 0, batch).narrow(2, ctx.common_start, steps).copy_(k);
+      cache_v.narrow(0, 0, batch).narrow(2, ctx.common_start, steps).copy_(v);
+    } else {
+      const auto rows = ctx.slot_index.view({batch, 1});
+      cache_k.index_put_({rows, Slice(), ctx.write_positions}, k.permute({0, 2, 1, 3}));
+      cache_v.index_put_({rows, Slice(), ctx.write_positions}, v.permute({0, 2, 1, 3}));
     }
-    k = at::stack(keys);
-    v = at::stack(values);
+    if (ctx.leading_slots) {
+      k = cache_k.narrow(0, 0, batch).narrow(2, 0, ctx.key_length);
+      v = cache_v.narrow(0, 0, batch).narrow(2, 0, ctx.key_length);
+    } else {
+      k = cache_k.index_select(0, ctx.slot_index).narrow(2, 0, ctx.key_length);
+      v = cache_v.index_select(0, ctx.slot_index).narrow(2, 0, ctx.key_length);
+    }
   }
-  auto out = at::scaled_dot_product_attention(q, k, v, ctx.mask, /*dropout_p=*/0.0,
-                                              /*is_causal=*/false, /*scale=*/std::nullopt,
-                                              /*enable_gqa=*/kv_heads_ != heads_);
+  at::Tensor out;
+  if (steps == 1) {
+    // Decode: one query per row. Grouping the query heads of each kv head into one batched matmul
+    // avoids SDPA's per-call set-up and its repeat of k/v for GQA, which dominate at this size.
+    const int64_t groups = heads_ / kv_heads_;
+    auto scores = at::matmul(q.view({batch, kv_heads_, groups, head_dim_}), k.transpose(-1, -2));
+    scores = scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_)))
+                 .masked_fill_(ctx.mask.logical_not(), -std::numeric_limits<float>::infinity());
+    auto probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+    out = at::matmul(probs, v).view({batch, heads_, 1, head_dim_});
+  } else {
+    out = at::scaled_dot_product_attention(q, k, v, ctx.mask, /*dropout_p=*/0.0,
+                                           /*is_causal=*/false, /*scale=*/std::nullopt,
+                                           /*enable_gqa=*/kv_heads_ != heads_);
+  }
   out = out.transpose(1, 2).reshape({batch, steps, heads_ * head_dim_});
   return o_proj->forward(out);
 }

@@ -34,9 +34,11 @@ struct AttentionContext {
   at::Tensor cos, sin;  // (B, T, head_dim)
   at::Tensor mask;      // bool (B, 1, T, keys): true where attention is allowed
   KVCache* cache = nullptr;
-  std::vector<int64_t> slots;   // cache slot of each row
-  std::vector<int64_t> starts;  // cache position of each row's first new token
-  int64_t key_length = 0;       // keys attended to (cache positions [0, key_length))
+  at::Tensor slot_index;       // int64 (B): cache slot of each row
+  at::Tensor write_positions;  // int64 (B, T): cache position of each new token
+  bool leading_slots = false;  // slots are 0..B-1: cached keys are read as a view, not gathered
+  int64_t common_start = -1;   // with leading_slots: every row writes at this position (else -1)
+  int64_t key_length = 0;      // keys attended to (cache positions [0, key_length))
 };
 
 // A named Linear inside a module, so quantization can find and replace it.

@@ -1,0 +1,65 @@
+// Tokenizer::load: picks tokenizer.json or the legacy files, then merges in what transformers takes
+// from tokenizer_config.json: added tokens, special tokens, and the add_bos_token/add_eos_token
+// template that replaces tokenizer.json's post-processor when either flag is given.
+#include "io/error.h"
+#include "tokenizer/bpe_tokenizer.h"
+
+namespace rqat::tokenizer {
+
+std::shared_ptr<const Tokenizer> assemble(TokenizerParts parts, const TokenizerConfigFiles& files) {
+  for (const AddedToken& t : files.added_tokens) {
+    if (!parts.added.find_content(t.content)) parts.added.add(t);
+  }
+  // Special tokens named in the config but not yet added become special added tokens when the
+  // vocabulary has them (transformers would otherwise append new ids; no real config needs that).
+  std::vector<std::string> specials = files.extra_special_tokens;
+  const TokenizerConfig& c = files.config;
+  for (const auto* t : {&c.bos_token, &c.eos_token, &c.unk_token, &c.pad_token}) {
+    if (t->has_value()) specials.push_back(**t);
+  }
+  for (const std::string& content : specials) {
+    if (parts.added.find_content(content)) continue;
+    if (const auto id = parts.model->token_to_id(content)) {
+      AddedToken t;
+      t.content = content;
+      t.id = *id;
+      t.special = true;
+      parts.added.add(t);
+    }
+  }
+  parts.added.finish(parts.normalizer);
+
+  parts.config = files.config;
+  auto id_of = [&](const std::optional<std::string>& token) -> std::optional<TokenId> {
+    if (!token) return std::nullopt;
+    if (auto id = parts.added.find_content(*token)) return id;
+    return parts.model->token_to_id(*token);
+  };
+  const auto bos = id_of(c.bos_token), eos = id_of(c.eos_token);
+  if (files.explicit_add_bos_eos) {
+    parts.post = {};
+    if (c.add_bos_token && bos) parts.post.prefix.push_back(*bos);
+    if (c.add_eos_token && eos) parts.post.suffix.push_back(*eos);
+  }
+  // Report what encode(..., true) really does.
+  parts.config.add_bos_token =
+      bos && !parts.post.prefix.empty() && parts.post.prefix.front() == *bos;
+  parts.config.add_eos_token =
+      eos && !parts.post.suffix.empty() && parts.post.suffix.back() == *eos;
+  return std::make_shared<BpeTokenizer>(std::move(parts));
+}
+
+std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir))
+    fail("{}: not a tokenizer directory (missing)", dir.string());
+  const TokenizerConfigFiles files = read_tokenizer_config(dir);
+  if (std::filesystem::exists(dir / "tokenizer.json")) {
+    return assemble(parts_from_tokenizer_json(dir / "tokenizer.json"), files);
+  }
+  if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
+    return assemble(parts_from_legacy_files(dir, files), files);
+  }
+  fail("{}: no tokenizer.json, nor vocab.json + merges.txt", dir.string());
+}
+
+}  // namespace rqat::tokenizer

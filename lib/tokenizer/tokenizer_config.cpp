@@ -1,0 +1,152 @@
+// See tokenizer_config.h.
+#include "tokenizer/tokenizer_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "tokenizer/json_fields.h"
+
+namespace rqat::tokenizer {
+namespace {
+
+using json_fields::Json;
+
+// A special token given as a string, null, or an AddedToken object {"content": ...}.
+std::optional<std::string> token_value(const Json& value, const std::string& file,
+                                       const std::string& field) {
+  if (value.is_null()) return std::nullopt;
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object()) return json_fields::string(value, "content", file, field);
+  json_fields::bad(file, field, "expected a string, null or an object with \"content\"");
+}
+
+struct Defaults {
+  std::optional<std::string> bos, eos, unk, pad;
+};
+
+// The constructor defaults of transformers' tokenizer classes for keys the config leaves out.
+Defaults class_defaults(const std::string& tokenizer_class) {
+  const std::string eot = "<|endoftext|>";
+  if (tokenizer_class.starts_with("Qwen2Tokenizer")) return {std::nullopt, eot, eot, eot};
+  if (tokenizer_class.empty() || tokenizer_class.starts_with("GPT2Tokenizer"))
+    return {eot, eot, eot, std::nullopt};
+  return {};
+}
+
+void read_special(const Json& j, const std::string& file, TokenizerConfigFiles& out,
+                  bool only_missing) {
+  struct Slot {
+    const char* key;
+    std::optional<std::string>* value;
+  };
+  TokenizerConfig& c = out.config;
+  for (const Slot slot : {Slot{"bos_token", &c.bos_token}, Slot{"eos_token", &c.eos_token},
+                          Slot{"unk_token", &c.unk_token}, Slot{"pad_token", &c.pad_token}}) {
+    if (!j.contains(slot.key) || (only_missing && slot.value->has_value())) continue;
+    *slot.value = token_value(j[slot.key], file, slot.key);
+  }
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir) {
+  TokenizerConfigFiles out;
+  Json j = Json::object();
+  const auto config_path = dir / "tokenizer_config.json";
+  const std::string file = config_path.string();
+  if (std::filesystem::exists(config_path)) {
+    j = json_fields::read(config_path);
+    if (!j.is_object()) json_fields::bad(file, "(root)", "expected an object");
+  }
+  if (const auto cls = json_fields::optional_string(j, "tokenizer_class", file, ""))
+    out.tokenizer_class = *cls;
+
+  // Keys absent from the config take the class defaults; a key present with null means "none".
+  const Defaults d = class_defaults(out.tokenizer_class);
+  out.config.bos_token = d.bos;
+  out.config.eos_token = d.eos;
+  out.config.unk_token = d.unk;
+  out.config.pad_token = d.pad;
+  read_special(j, file, out, false);
+  const auto map_path = dir / "special_tokens_map.json";
+  if (std::filesystem::exists(map_path)) {
+    const Json m = json_fields::read(map_path);
+    for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+      if (!j.contains(key) && m.contains(key)) {
+        Json one = Json::object();
+        one[key] = m[key];
+        read_special(one, map_path.string(), out, false);
+      }
+    }
+  }
+
+  out.explicit_add_bos_eos = j.contains("add_bos_token") || j.contains("add_eos_token");
+  out.config.add_bos_token = json_fields::boolean(j, "add_bos_token", false, file, "");
+  out.config.add_eos_token = json_fields::boolean(j, "add_eos_token", false, file, "");
+  out.add_prefix_space = json_fields::boolean(j, "add_prefix_space", false, file, "");
+
+  if (const Json* t = json_fields::optional_member(j, "chat_template")) {
+    if (t->is_string()) {
+      out.config.chat_template = t->get<std::string>();
+    } else if (t->is_array()) {
+      // Several named templates: the one called "default", else the first.
+      for (size_t i = 0; i < t->size(); ++i) {
+        const std::string field = "chat_template[" + std::to_string(i) + "]";
+        const std::string name = json_fields::string((*t)[i], "name", file, field);
+        if (out.config.chat_template.empty() || name == "default") {
+          out.config.chat_template = json_fields::string((*t)[i], "template", file, field);
+        }
+      }
+    } else {
+      json_fields::bad(file, "chat_template", "expected a string or a list of {name, template}");
+    }
+  }
+  const auto jinja = dir / "chat_template.jinja";
+  if (out.config.chat_template.empty() && std::filesystem::exists(jinja))
+    out.config.chat_template = read_text(jinja);
+
+  if (const Json* decoder = json_fields::optional_member(j, "added_tokens_decoder")) {
+    if (!decoder->is_object()) json_fields::bad(file, "added_tokens_decoder", "expected an object");
+    for (const auto& [key, value] : decoder->items()) {
+      const std::string field = "added_tokens_decoder." + key;
+      AddedToken t;
+      try {
+        size_t used = 0;
+        t.id = std::stoi(key, &used);
+        if (used != key.size() || t.id < 0) throw std::invalid_argument(key);
+      } catch (const std::exception&) {
+        json_fields::bad(file, field, "the key must be a token id");
+      }
+      if (!value.is_object()) json_fields::bad(file, field, "expected an object");
+      t.content = json_fields::string(value, "content", file, field);
+      t.special = json_fields::boolean(value, "special", false, file, field);
+      t.lstrip = json_fields::boolean(value, "lstrip", false, file, field);
+      t.rstrip = json_fields::boolean(value, "rstrip", false, file, field);
+      t.single_word = json_fields::boolean(value, "single_word", false, file, field);
+      t.normalized = json_fields::boolean(value, "normalized", !t.special, file, field);
+      out.added_tokens.push_back(std::move(t));
+    }
+  }
+  for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+    const Json* list = json_fields::optional_member(j, key);
+    if (list == nullptr) continue;
+    if (!list->is_array())
+      continue;  // a dict of named extras (multimodal configs): not tokens to add
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (auto v =
+              token_value((*list)[i], file, std::string(key) + "[" + std::to_string(i) + "]")) {
+        out.extra_special_tokens.push_back(*v);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace rqat::tokenizer

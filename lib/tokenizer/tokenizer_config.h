@@ -1,0 +1,29 @@
+// What transformers reads beside the model files: tokenizer_config.json (special tokens, added
+// tokens, add_bos_token/add_eos_token, chat template, tokenizer class), special_tokens_map.json and
+// chat_template.jinja, plus the class defaults transformers applies when a key is absent.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace rqat::tokenizer {
+
+struct TokenizerConfigFiles {
+  TokenizerConfig config;
+  // Whether add_bos_token / add_eos_token were given: transformers then rebuilds the post-processor
+  // as [bos] $A [eos] from them, else keeps tokenizer.json's.
+  bool explicit_add_bos_eos = false;
+  bool add_prefix_space = false;
+  std::string tokenizer_class;                    // "" when absent
+  std::vector<AddedToken> added_tokens;           // added_tokens_decoder
+  std::vector<std::string> extra_special_tokens;  // additional_/extra_special_tokens
+};
+
+// Reads whatever of the three files exists in dir (none is required).
+TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir);
+
+}  // namespace rqat::tokenizer

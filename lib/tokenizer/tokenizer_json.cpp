@@ -1,0 +1,267 @@
+// Reads a Hugging Face tokenizer.json into TokenizerParts: a BPE model, normalizer (NFC-family,
+// Sequence), pre-tokenizer (Split, ByteLevel, Sequence), decoder (ByteLevel), post-processor
+// (TemplateProcessing, ByteLevel, Roberta/Bert, Sequence) and added_tokens. Anything else is
+// refused with the file and field named, rather than silently tokenizing differently.
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/json_fields.h"
+
+namespace rqat::tokenizer {
+namespace {
+
+using json_fields::Json;
+
+std::string at(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+const Json& array_member(const Json& parent, const std::string& key, const std::string& file,
+                         const std::string& path) {
+  const Json* value = json_fields::optional_member(parent, key);
+  if (value == nullptr) json_fields::bad(file, json_fields::join(path, key), "missing");
+  if (!value->is_array()) json_fields::bad(file, json_fields::join(path, key), "expected a list");
+  return *value;
+}
+
+void read_normalizer(const Json& j, const std::string& file, const std::string& path,
+                     std::vector<Normalizer::Form>& forms) {
+  if (j.is_null()) return;
+  if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
+  const std::string type = json_fields::string(j, "type", file, path);
+  if (type == "NFC")
+    forms.push_back(Normalizer::Form::kNFC);
+  else if (type == "NFD")
+    forms.push_back(Normalizer::Form::kNFD);
+  else if (type == "NFKC")
+    forms.push_back(Normalizer::Form::kNFKC);
+  else if (type == "NFKD")
+    forms.push_back(Normalizer::Form::kNFKD);
+  else if (type == "Sequence") {
+    const std::string list_path = json_fields::join(path, "normalizers");
+    const Json& list = array_member(j, "normalizers", file, path);
+    for (size_t i = 0; i < list.size(); ++i)
+      read_normalizer(list[i], file, at(list_path, i), forms);
+  } else {
+    json_fields::bad(file, json_fields::join(path, "type"),
+                     "unsupported normalizer '" + type + "'");
+  }
+}
+
+SplitBehavior read_behavior(const Json& j, const std::string& file, const std::string& path) {
+  const std::string b = json_fields::string(j, "behavior", file, path);
+  if (b == "Isolated") return SplitBehavior::kIsolated;
+  if (b == "Removed") return SplitBehavior::kRemoved;
+  if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (b == "Contiguous") return SplitBehavior::kContiguous;
+  json_fields::bad(file, json_fields::join(path, "behavior"), "unknown behavior '" + b + "'");
+}
+
+void read_pre_tokenizer(const Json& j, const std::string& file, const std::string& path,
+                        PreTokenizer& out) {
+  if (j.is_null()) return;
+  if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
+  const std::string type = json_fields::string(j, "type", file, path);
+  if (type == "Sequence") {
+    const std::string list_path = json_fields::join(path, "pretokenizers");
+    const Json& list = array_member(j, "pretokenizers", file, path);
+    for (size_t i = 0; i < list.size(); ++i)
+      read_pre_tokenizer(list[i], file, at(list_path, i), out);
+  } else if (type == "ByteLevel") {
+    out.add_byte_level({json_fields::boolean(j, "add_prefix_space", true, file, path),
+                        json_fields::boolean(j, "use_regex", true, file, path)});
+  } else if (type == "Split") {
+    const std::string pattern_path = json_fields::join(path, "pattern");
+    const Json& pattern = json_fields::object(j, "pattern", file, path);
+    const auto regex = json_fields::optional_string(pattern, "Regex", file, pattern_path);
+    const auto literal = json_fields::optional_string(pattern, "String", file, pattern_path);
+    if (!regex && !literal)
+      json_fields::bad(file, pattern_path, "expected {\"Regex\": ...} or {\"String\": ...}");
+    const std::string where =
+        file + ": " + json_fields::join(pattern_path, regex ? "Regex" : "String");
+    out.add_split(SplitStep{Regex(regex ? *regex : *literal, !regex, where),
+                            read_behavior(j, file, path),
+                            json_fields::boolean(j, "invert", false, file, path)});
+  } else {
+    json_fields::bad(file, json_fields::join(path, "type"),
+                     "unsupported pre-tokenizer '" + type + "'");
+  }
+}
+
+bool read_decoder(const Json& j, const std::string& file, const std::string& path) {
+  if (j.is_null()) return false;
+  if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
+  const std::string type = json_fields::string(j, "type", file, path);
+  if (type == "ByteLevel") return true;
+  if (type == "Sequence") {
+    // Accepted when it is ByteLevel alone (some exports wrap it).
+    const Json& list = array_member(j, "decoders", file, path);
+    if (list.size() == 1)
+      return read_decoder(list[0], file, at(json_fields::join(path, "decoders"), 0));
+  }
+  json_fields::bad(file, json_fields::join(path, "type"),
+                   "unsupported decoder '" + type + "' (ByteLevel only)");
+}
+
+TokenId special_pair_id(const Json& j, const std::string& key, const std::string& file,
+                        const std::string& path) {
+  const Json* pair = json_fields::optional_member(j, key);
+  const std::string field = json_fields::join(path, key);
+  if (pair == nullptr || !pair->is_array() || pair->size() != 2 ||
+      !(*pair)[1].is_number_integer()) {
+    json_fields::bad(file, field, "expected [token, id]");
+  }
+  return (*pair)[1].get<TokenId>();
+}
+
+void read_post_processor(const Json& j, const std::string& file, const std::string& path,
+                         PostProcessor& out) {
+  if (j.is_null()) return;
+  if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
+  const std::string type = json_fields::string(j, "type", file, path);
+  if (type == "ByteLevel") return;  // only trims offsets
+  if (type == "Sequence") {
+    const std::string list_path = json_fields::join(path, "processors");
+    const Json& list = array_member(j, "processors", file, path);
+    for (size_t i = 0; i < list.size(); ++i)
+      read_post_processor(list[i], file, at(list_path, i), out);
+    return;
+  }
+  if (type == "RobertaProcessing" || type == "BertProcessing") {
+    out.prefix = {special_pair_id(j, "cls", file, path)};
+    out.suffix = {special_pair_id(j, "sep", file, path)};
+    return;
+  }
+  if (type != "TemplateProcessing") {
+    json_fields::bad(file, json_fields::join(path, "type"),
+                     "unsupported post-processor '" + type + "'");
+  }
+  // Each template item is {"SpecialToken": {"id": name}} or {"Sequence": {"id": "A"}}; a special
+  // token name stands for the ids listed under special_tokens.
+  const std::string single_path = json_fields::join(path, "single");
+  const Json& single = array_member(j, "single", file, path);
+  const Json* specials = json_fields::optional_member(j, "special_tokens");
+  out.prefix.clear();
+  out.suffix.clear();
+  bool seen_sequence = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    const std::string item_path = at(single_path, i);
+    if (const Json* seq = json_fields::optional_member(single[i], "Sequence")) {
+      if (seen_sequence)
+        json_fields::bad(file, item_path, "a single-sequence template has one Sequence");
+      seen_sequence = true;
+      (void)seq;
+      continue;
+    }
+    const Json& special = json_fields::object(single[i], "SpecialToken", file, item_path);
+    const std::string name =
+        json_fields::string(special, "id", file, json_fields::join(item_path, "SpecialToken"));
+    const std::string specials_path = json_fields::join(path, "special_tokens");
+    if (specials == nullptr || !specials->contains(name)) {
+      json_fields::bad(file, json_fields::join(specials_path, name),
+                       "missing (used by " + item_path + ")");
+    }
+    const std::string entry_path = json_fields::join(specials_path, name);
+    const Json& ids = array_member((*specials)[name], "ids", file, entry_path);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (!ids[k].is_number_integer())
+        json_fields::bad(file, at(json_fields::join(entry_path, "ids"), k), "expected an id");
+      (seen_sequence ? out.suffix : out.prefix).push_back(ids[k].get<TokenId>());
+    }
+  }
+  if (!seen_sequence) json_fields::bad(file, single_path, "the template has no Sequence");
+}
+
+std::unique_ptr<BpeModel> read_model(const Json& root, const std::string& file) {
+  const Json& m = json_fields::object(root, "model", file, "");
+  if (const auto type = json_fields::optional_string(m, "type", file, "model");
+      type && *type != "BPE") {
+    json_fields::bad(file, "model.type", "unsupported model '" + *type + "' (BPE only)");
+  }
+  if (const Json* dropout = json_fields::optional_member(m, "dropout")) {
+    if (!dropout->is_number() || dropout->get<double>() != 0.0) {
+      json_fields::bad(file, "model.dropout", "BPE dropout is not supported (expected null)");
+    }
+  }
+  const Json& vocab_json = json_fields::object(m, "vocab", file, "model");
+  TokenMap vocab;
+  vocab.reserve(vocab_json.size());
+  for (const auto& [token, id] : vocab_json.items()) {
+    if (!id.is_number_integer())
+      json_fields::bad(file, "model.vocab." + token, "expected an integer id");
+    vocab.emplace(token, id.get<TokenId>());
+  }
+  const Json& merges_json = array_member(m, "merges", file, "model");
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(merges_json.size());
+  for (size_t i = 0; i < merges_json.size(); ++i) {
+    const Json& item = merges_json[i];
+    if (item.is_string()) {
+      // "a b": tokens in this form never contain a space (tokens with spaces use the pair form).
+      const std::string& s = item.get_ref<const std::string&>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+        json_fields::bad(file, at("model.merges", i),
+                         "expected \"a b\" (two tokens separated by one space)");
+      }
+      merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+    } else if (item.is_array() && item.size() == 2 && item[0].is_string() && item[1].is_string()) {
+      merges.emplace_back(item[0].get<std::string>(), item[1].get<std::string>());
+    } else {
+      json_fields::bad(file, at("model.merges", i), "expected \"a b\" or [a, b]");
+    }
+  }
+  BpeOptions options;
+  options.unk_token = json_fields::optional_string(m, "unk_token", file, "model");
+  options.continuing_subword_prefix =
+      json_fields::optional_string(m, "continuing_subword_prefix", file, "model").value_or("");
+  options.end_of_word_suffix =
+      json_fields::optional_string(m, "end_of_word_suffix", file, "model").value_or("");
+  options.fuse_unk = json_fields::boolean(m, "fuse_unk", false, file, "model");
+  options.byte_fallback = json_fields::boolean(m, "byte_fallback", false, file, "model");
+  options.ignore_merges = json_fields::boolean(m, "ignore_merges", false, file, "model");
+  return std::make_unique<BpeModel>(std::move(vocab), merges, std::move(options), file);
+}
+
+}  // namespace
+
+TokenizerParts parts_from_tokenizer_json(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const Json root = json_fields::read(path);
+  if (!root.is_object()) json_fields::bad(file, "(root)", "expected an object");
+  TokenizerParts parts;
+  parts.model = read_model(root, file);
+
+  std::vector<Normalizer::Form> forms;
+  if (root.contains("normalizer")) read_normalizer(root["normalizer"], file, "normalizer", forms);
+  parts.normalizer = Normalizer(std::move(forms));
+  if (root.contains("pre_tokenizer"))
+    read_pre_tokenizer(root["pre_tokenizer"], file, "pre_tokenizer", parts.pre_tokenizer);
+  parts.byte_level_decoder =
+      root.contains("decoder") && read_decoder(root["decoder"], file, "decoder");
+  if (root.contains("post_processor"))
+    read_post_processor(root["post_processor"], file, "post_processor", parts.post);
+
+  if (const Json* added = json_fields::optional_member(root, "added_tokens")) {
+    if (!added->is_array()) json_fields::bad(file, "added_tokens", "expected a list");
+    for (size_t i = 0; i < added->size(); ++i) {
+      const Json& a = (*added)[i];
+      const std::string p = at("added_tokens", i);
+      if (!a.is_object()) json_fields::bad(file, p, "expected an object");
+      AddedToken t;
+      const int64_t id = json_fields::integer(a, "id", file, p);
+      if (id < 0 || id > INT32_MAX)
+        json_fields::bad(file, json_fields::join(p, "id"), "out of range");
+      t.id = static_cast<TokenId>(id);
+      t.content = json_fields::string(a, "content", file, p);
+      t.special = json_fields::boolean(a, "special", false, file, p);
+      t.single_word = json_fields::boolean(a, "single_word", false, file, p);
+      t.lstrip = json_fields::boolean(a, "lstrip", false, file, p);
+      t.rstrip = json_fields::boolean(a, "rstrip", false, file, p);
+      t.normalized = json_fields::boolean(a, "normalized", !t.special, file, p);
+      parts.added.add(t);
+    }
+  }
+  return parts;
+}
+
+}  // namespace rqat::tokenizer
