@@ -1,8 +1,8 @@
 // Every gold answer of MATH-500, GSM8K, AIME24 and AMC23 graded against itself, and MATH-500's
 // `answer` against the last \boxed{} of its `solution`: all must be judged equal. The data
 // directory is RQAT_SHARED_DATA_DIR (compile definition), else $RQAT_SHARED_DATA, else
-// ../shared/data next to the source tree; without it the test prints SKIPPED and returns (CTest
-// then reports it passed).
+// ../shared/data next to the source tree; without it the test prints "SKIPPED: ..." and returns,
+// which CTest reports as skipped (SKIP_REGULAR_EXPRESSION in tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>

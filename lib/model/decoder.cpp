@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "io/error.h"
 
@@ -21,6 +22,12 @@ at::Tensor attention_mask_for(const at::Tensor& query_index, const at::Tensor& k
   auto allowed = at::logical_and(keys <= q, key_valid.unsqueeze(1));
   allowed = at::logical_or(allowed, keys == q);
   return allowed.unsqueeze(1);
+}
+
+// The decode path adds the mask to the scores: 0 where allowed, -inf elsewhere.
+at::Tensor additive_from(const at::Tensor& allowed, at::ScalarType dtype) {
+  return at::zeros(allowed.sizes(), allowed.options().dtype(dtype))
+      .masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity());
 }
 
 at::Tensor positions_from_mask(const at::Tensor& mask) {
@@ -65,6 +72,8 @@ at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor
   auto query_index =
       at::arange(input_ids.size(1), input_ids.options().dtype(at::kLong)).expand_as(input_ids);
   ctx.mask = attention_mask_for(query_index, mask, input_ids.size(1));
+  if (input_ids.size(1) == 1)
+    ctx.additive_mask = additive_from(ctx.mask, options_.dtype().toScalarType());
   ctx.key_length = input_ids.size(1);
   return run_layers(model->embed_tokens->forward(input_ids), ctx);
 }
@@ -105,31 +114,47 @@ at::Tensor CausalLM::forward_cached(const at::Tensor& input_ids, const at::Tenso
       std::all_of(starts.begin(), starts.end(), [&](int64_t s) { return s == starts[0]; });
   if (ctx.leading_slots && same_start) ctx.common_start = starts[0];
   const auto device = input_ids.device();
-  const auto long_options = input_ids.options().dtype(at::kLong);
-  auto step_range = at::arange(steps, long_options);
-  // Cache position of each new token: (B, T).
-  ctx.write_positions = at::tensor(starts, at::kLong).to(device).unsqueeze(1) + step_range;
-  ctx.slot_index = at::tensor(slots, at::kLong).to(device);
   if (ctx.common_start >= 0) {
     cache.valid.narrow(0, 0, batch).narrow(1, ctx.common_start, steps).copy_(mask);
   } else {
+    // Cache position of each new token: (B, T), and the slot of each row.
+    ctx.write_positions = at::tensor(starts, at::kLong).to(device).unsqueeze(1) +
+                          at::arange(steps, input_ids.options().dtype(at::kLong));
+    ctx.slot_index = at::tensor(slots, at::kLong).to(device);
     cache.valid.index_put_({ctx.slot_index.view({batch, 1}), ctx.write_positions}, mask);
   }
 
-  auto positions =
-      positions_from_mask(mask) + at::tensor(first_position, at::kLong).to(device).unsqueeze(1);
-  std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions, options_.dtype().toScalarType());
-  auto key_valid = ctx.leading_slots ? cache.valid.narrow(0, 0, batch)
-                                     : cache.valid.index_select(0, ctx.slot_index);
-  ctx.mask = attention_mask_for(ctx.write_positions, key_valid.narrow(1, 0, ctx.key_length),
-                                ctx.key_length);
+  const auto dtype = options_.dtype().toScalarType();
+  auto first = at::tensor(first_position, at::kLong).to(device).unsqueeze(1);
+  if (steps == 1 && !attention_mask.defined() && ctx.common_start >= 0) {
+    // The usual decode step: every row appends one real token at the same cache position, so all
+    // its valid cached keys precede it and the mask is just the valid flags.
+    const int64_t last_position = *std::max_element(first_position.begin(), first_position.end());
+    std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin_lookup(first, last_position, dtype);
+    ctx.mask = cache.valid.narrow(0, 0, batch)
+                   .narrow(1, 0, ctx.key_length)
+                   .view({batch, 1, 1, ctx.key_length});
+  } else {
+    std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions_from_mask(mask) + first, dtype);
+    auto key_valid = ctx.leading_slots ? cache.valid.narrow(0, 0, batch)
+                                       : cache.valid.index_select(0, ctx.slot_index);
+    auto write_positions = ctx.common_start >= 0
+                               ? at::arange(steps, input_ids.options().dtype(at::kLong))
+                                     .add_(ctx.common_start)
+                                     .expand({batch, steps})
+                               : ctx.write_positions;
+    ctx.mask =
+        attention_mask_for(write_positions, key_valid.narrow(1, 0, ctx.key_length), ctx.key_length);
+  }
+  if (steps == 1) ctx.additive_mask = additive_from(ctx.mask, dtype);
 
   auto hidden = run_layers(model->embed_tokens->forward(input_ids), ctx);
-  const auto real_tokens = mask.sum(1).to(at::kCPU);
-  const int64_t* counts = real_tokens.data_ptr<int64_t>();
+  // Without a mask every new token is real; otherwise count them (one copy to the host).
+  const auto real_tokens = attention_mask.defined() ? mask.sum(1).to(at::kCPU) : at::Tensor();
   for (int64_t b = 0; b < batch; ++b) {
     cache.length[slots[b]] += steps;
-    cache.next_position[slots[b]] += counts[b];
+    cache.next_position[slots[b]] +=
+        real_tokens.defined() ? real_tokens.data_ptr<int64_t>()[b] : steps;
   }
   return logits(last_only ? hidden.narrow(1, steps - 1, 1) : hidden);
 }

@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <limits>
 
 #include "model/rotary.h"
 #include "ops/rms_norm.h"
@@ -105,8 +104,7 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx,
     // avoids SDPA's per-call set-up and its repeat of k/v for GQA, which dominate at this size.
     const int64_t groups = heads_ / kv_heads_;
     auto scores = at::matmul(q.view({batch, kv_heads_, groups, head_dim_}), k.transpose(-1, -2));
-    scores = scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_)))
-                 .masked_fill_(ctx.mask.logical_not(), -std::numeric_limits<float>::infinity());
+    scores = scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_))).add_(ctx.additive_mask);
     auto probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
     out = at::matmul(probs, v).view({batch, heads_, 1, head_dim_});
   } else {

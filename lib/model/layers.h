@@ -31,8 +31,9 @@ class RMSNorm : public torch::nn::Module {
 
 // Where the current tokens sit and what they may attend to, shared by all layers of one forward.
 struct AttentionContext {
-  at::Tensor cos, sin;  // (B, T, head_dim)
-  at::Tensor mask;      // bool (B, 1, T, keys): true where attention is allowed
+  at::Tensor cos, sin;       // (B, T, head_dim)
+  at::Tensor mask;           // bool (B, 1, T, keys): true where attention is allowed
+  at::Tensor additive_mask;  // T == 1 only: (B, 1, 1, keys) 0 where allowed, -inf elsewhere
   KVCache* cache = nullptr;
   at::Tensor slot_index;       // int64 (B): cache slot of each row
   at::Tensor write_positions;  // int64 (B, T): cache position of each new token

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -41,6 +42,25 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& pos
   auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // (B, T, D/2)
   auto emb = at::cat({freqs, freqs}, -1);
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin_lookup(const at::Tensor& positions,
+                                                                  int64_t max_position,
+                                                                  at::ScalarType dtype) {
+  const int64_t needed = max_position + 1;
+  if (!table_cos_.defined() || table_cos_.size(0) < needed || table_cos_.scalar_type() != dtype ||
+      table_cos_.device() != positions.device()) {
+    const int64_t size =
+        std::max<int64_t>(needed, table_cos_.defined() ? 2 * table_cos_.size(0) : 256);
+    auto all = at::arange(size, positions.options().dtype(at::kLong)).unsqueeze(0);
+    std::tie(table_cos_, table_sin_) = cos_sin(all, dtype);
+    table_cos_ = table_cos_.squeeze(0);
+    table_sin_ = table_sin_.squeeze(0);
+  }
+  const auto flat = positions.reshape({-1});
+  const auto shape = std::vector<int64_t>{positions.size(0), positions.size(1), -1};
+  return {table_cos_.index_select(0, flat).view(shape),
+          table_sin_.index_select(0, flat).view(shape)};
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {

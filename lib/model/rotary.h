@@ -19,8 +19,16 @@ class RotaryEmbedding {
                                             at::ScalarType dtype) const;
   const at::Tensor& inv_freq() const { return inv_freq_; }  // (head_dim / 2) float32, on the CPU
 
+  // The same values looked up in a table of positions [0, n) kept between calls (decode steps need
+  // one row each; recomputing costs more ATen calls than the step's arithmetic). Bit-identical to
+  // cos_sin, which computes every entry the same way.
+  // max_position: the largest entry of positions, known to the caller without a device sync.
+  std::pair<at::Tensor, at::Tensor> cos_sin_lookup(const at::Tensor& positions,
+                                                   int64_t max_position, at::ScalarType dtype);
+
  private:
   at::Tensor inv_freq_;
+  at::Tensor table_cos_, table_sin_;  // (n, head_dim), grown on demand
 };
 
 // x: (B, H, T, D); cos, sin: (B, T, D)
