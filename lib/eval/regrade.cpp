@@ -1,0 +1,102 @@
+#include "eval/regrade.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <utility>
+#include <vector>
+
+#include "eval/benchmark.h"
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "io/json_file.h"
+
+namespace rqat::eval {
+
+RegradeSummary regrade_file(const std::filesystem::path& input, const std::filesystem::path& output,
+                            const GradeOptions& options, unsigned threads) {
+  const std::string file = input.string();
+  if (!std::filesystem::is_regular_file(input)) fail("{}: file not found", file);
+  std::ifstream in(input, std::ios::binary);
+  if (!in) fail("{}: cannot open", file);
+
+  std::vector<io::Json> rows;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    io::Json row;
+    try {
+      row = io::Json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      std::string what = e.what();
+      for (char& c : what)
+        if (c == '\n') c = ' ';
+      fail("{}:{}: invalid JSON on line {}: {}", file, number, number, what);
+    }
+    if (!row.is_object()) fail("{}:{}: line {} is not a JSON object", file, number, number);
+    auto completion = row.find("completion");
+    if (completion == row.end())
+      fail("{}:{}: missing field 'completion' on line {}", file, number, number);
+    if (!completion->is_string())
+      fail("{}:{}: field 'completion' on line {} is not a string", file, number, number);
+    auto gold = row.find("gold");
+    if (gold == row.end() || gold->is_null())
+      fail("{}:{}: missing field 'gold' on line {}", file, number, number);
+    auto gold_text = json_answer_text(nlohmann::json(*gold));
+    if (!gold_text)
+      fail("{}:{}: field 'gold' on line {} is not a string, number or list of strings", file,
+           number, number);
+    if (gold_text->find_first_not_of(" \t\r\n") == std::string::npos)
+      fail("{}:{}: empty gold on line {}", file, number, number);
+    pairs.emplace_back(completion->get<std::string>(), std::move(*gold_text));
+    rows.push_back(std::move(row));
+  }
+  if (in.bad()) fail("{}: read error", file);
+
+  const auto results = grade_batch(pairs, threads, options);
+  RegradeSummary summary;
+  summary.count = results.size();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const GradeResult& result = results[i];
+    io::Json& row = rows[i];
+    if (result.prediction_answer.empty()) {
+      row["extracted"] = nullptr;
+    } else {
+      row["extracted"] = result.prediction_answer;
+    }
+    row["correct"] = result.kind == GradeKind::equal;
+    summary.correct += result.kind == GradeKind::equal ? 1 : 0;
+    summary.unparseable += result.kind == GradeKind::unparseable ? 1 : 0;
+    summary.timeouts += result.kind == GradeKind::timeout ? 1 : 0;
+  }
+  if (summary.count > 0)
+    summary.accuracy = static_cast<double>(summary.correct) / static_cast<double>(summary.count);
+
+  io::write_file_atomically(output, [&](std::ostream& out) {
+    for (const auto& row : rows)
+      out << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  });
+  return summary;
+}
+
+std::filesystem::path default_regrade_output(const std::filesystem::path& input) {
+  std::filesystem::path out = input;
+  out.replace_filename(input.stem().string() + ".graded" + input.extension().string());
+  return out;
+}
+
+std::string format_regrade_summary(const RegradeSummary& s) {
+  std::string text;
+  text += fmt::format("{:<12} {:>8}\n", "count", s.count);
+  text += fmt::format("{:<12} {:>8}\n", "correct", s.correct);
+  text += fmt::format("{:<12} {:>8}\n", "unparseable", s.unparseable);
+  text += fmt::format("{:<12} {:>8}\n", "timeouts", s.timeouts);
+  text += fmt::format("{:<12} {:>7.2f}%\n", "accuracy", 100.0 * s.accuracy);
+  return text;
+}
+
+}  // namespace rqat::eval
