@@ -38,5 +38,18 @@ expect_error "--device" "$rqat" logits --model "$tmp/good" --input "$tmp/cfg.jso
 expect_error "cfg.json" "$rqat" logits --model "$tmp/good" --input "$tmp/cfg.json" --out "$tmp/o" --device cpu
 expect_error "not implemented" "$(dirname "$rqat")/ptq" --model "$tmp/good" --out "$tmp/q"
 
+# eval-math grade: re-grades saved completions; a line without gold is named.
+evalmath="$(dirname "$rqat")/eval-math"
+printf '%s\n' '{"completion": "so \\boxed{\\frac{1}{2}}", "gold": "0.5"}' '{"completion": "x = 3"}' >"$tmp/bad.jsonl"
+expect_error "line 2" "$evalmath" grade "$tmp/bad.jsonl" --out "$tmp/graded.jsonl"
+printf '%s\n' '{"completion": "so \\boxed{\\frac{1}{2}}", "gold": "0.5"}' '{"completion": "42", "gold": "41"}' >"$tmp/ok.jsonl"
+if "$evalmath" grade "$tmp/ok.jsonl" --out "$tmp/graded.jsonl" >"$tmp/summary.txt" &&
+   grep -q '"correct":true' "$tmp/graded.jsonl" && grep -q '"correct":false' "$tmp/graded.jsonl"; then
+  echo "ok: eval-math grade"
+else
+  echo "FAIL: eval-math grade: $(cat "$tmp/summary.txt")"
+  failures=$((failures + 1))
+fi
+
 echo "$failures failed"
 [ $failures -eq 0 ]
