@@ -1,6 +1,6 @@
 // Benchmark specs and the JSONL loader: every built-in spec on its real file in shared/data (the
-// directory is RQAT_SHARED_DATA_DIR, else $RQAT_SHARED_DATA, else ../shared/data next to the source
-// tree; without it that test prints "SKIPPED: ..."), and error cases on small files.
+// directory is rqat::test::shared_data_dir(): $RQAT_SHARED_DATA, else ../shared/data next to the
+// source tree; without it that test prints "SKIPPED: ..."), and error cases on small files.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -17,21 +17,8 @@ using rqat::eval::load_benchmark;
 using rqat::test::require_error;
 using rqat::test::write_bytes;
 
-namespace {
-
-fs::path data_dir() {
-#ifdef RQAT_SHARED_DATA_DIR
-  return fs::path(RQAT_SHARED_DATA_DIR);
-#else
-  if (const char* env = std::getenv("RQAT_SHARED_DATA"); env && *env) return fs::path(env);
-  return fs::path(__FILE__).parent_path() / ".." / ".." / "shared" / "data";
-#endif
-}
-
-}  // namespace
-
 TEST_CASE("every built-in benchmark loads its real file", "[benchmark][data]") {
-  const fs::path dir = data_dir();
+  const fs::path dir = rqat::test::shared_data_dir();
   if (!fs::exists(dir / "math500" / "test.jsonl")) {
     std::cout << "SKIPPED: no data directory at " << dir << " (set RQAT_SHARED_DATA)\n";
     return;

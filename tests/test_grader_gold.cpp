@@ -1,7 +1,7 @@
 // Every gold answer of MATH-500, GSM8K, AIME24 and AMC23 graded against itself, and MATH-500's
 // `answer` against the last \boxed{} of its `solution`: all must be judged equal. The data
-// directory is RQAT_SHARED_DATA_DIR (compile definition), else $RQAT_SHARED_DATA, else
-// ../shared/data next to the source tree; without it the test prints "SKIPPED: ..." and returns,
+// directory is rqat::test::shared_data_dir() ($RQAT_SHARED_DATA, else
+// ../shared/data next to the source tree); without it the test prints "SKIPPED: ..." and returns,
 // which CTest reports as skipped (SKIP_REGULAR_EXPRESSION in tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
 
@@ -15,20 +15,12 @@
 #include "eval/answer_extraction.h"
 #include "eval/grader.h"
 #include "io/json_file.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using rqat::eval::GradeKind;
 
 namespace {
-
-fs::path data_dir() {
-#ifdef RQAT_SHARED_DATA_DIR
-  return fs::path(RQAT_SHARED_DATA_DIR);
-#else
-  if (const char* env = std::getenv("RQAT_SHARED_DATA"); env && *env) return fs::path(env);
-  return fs::path(__FILE__).parent_path() / ".." / ".." / "shared" / "data";
-#endif
-}
 
 std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
   std::vector<nlohmann::json> rows;
@@ -77,7 +69,7 @@ void report(const std::string& name, const Tally& tally) {
 
 TEST_CASE("every gold answer is equal to itself and to its solution's boxed answer",
           "[grader][gold]") {
-  const fs::path dir = data_dir();
+  const fs::path dir = rqat::test::shared_data_dir();
   if (!fs::exists(dir / "math500" / "test.jsonl")) {
     std::cout << "SKIPPED: no data directory at " << dir << " (set RQAT_SHARED_DATA)\n";
     return;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -68,6 +69,11 @@ std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool ti
     if (p.key().ends_with(".bias")) p.value().copy_(at::randn(p.value().sizes(), gen) * 0.1);
   }
   return model;
+}
+
+std::filesystem::path shared_data_dir() {
+  if (const char* env = std::getenv("RQAT_SHARED_DATA"); env != nullptr && *env != '\0') return env;
+  return std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "shared" / "data";
 }
 
 void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles) {

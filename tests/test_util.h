@@ -33,6 +33,10 @@ model::ModelConfig tiny_config(model::Family family, bool tied);
 std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool tied,
                                                    uint64_t seed = 1);
 
+// ../shared/data (the project's read-only real data): $RQAT_SHARED_DATA, else the folder beside the
+// source tree. Tests that need it print "SKIPPED: ..." and return when it is absent.
+std::filesystem::path shared_data_dir();
+
 // Runs fn, requires it to throw rqat::Error whose message is one line and contains every needle.
 void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles);
 

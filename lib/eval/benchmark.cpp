@@ -5,6 +5,7 @@
 
 #include "eval/answer_extraction.h"
 #include "io/error.h"
+#include "io/jsonl.h"
 
 namespace rqat::eval {
 
@@ -109,30 +110,13 @@ std::vector<BenchmarkProblem> load_benchmark(const std::filesystem::path& path,
   const std::string file = path.string();
   if (!std::filesystem::is_regular_file(path))
     fail("{}: benchmark file not found (benchmark {})", file, spec.name);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open benchmark file", file);
   if (spec.problem_fields.empty()) fail("{}: benchmark {} has no problem field", file, spec.name);
   if (spec.answer_field.empty() && spec.solution_field.empty())
     fail("{}: benchmark {} has neither an answer nor a solution field", file, spec.name);
 
   std::vector<BenchmarkProblem> problems;
-  std::string line;
-  std::size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    nlohmann::json row;
-    try {
-      row = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      std::string what = e.what();
-      for (char& c : what)
-        if (c == '\n') c = ' ';
-      fail("{}:{}: invalid JSON on line {}: {}", file, number, number, what);
-    }
-    if (!row.is_object()) fail("{}:{}: line {} is not a JSON object", file, number, number);
-
+  io::for_each_jsonl_object<nlohmann::json>(path, [&](const nlohmann::json& row,
+                                                      std::size_t number) {
     BenchmarkProblem problem;
     problem.line = number;
     std::optional<std::string> text;
@@ -201,8 +185,7 @@ std::vector<BenchmarkProblem> load_benchmark(const std::filesystem::path& path,
       problem.level = *level;
     }
     problems.push_back(std::move(problem));
-  }
-  if (in.bad()) fail("{}: read error", file);
+  });
   return problems;
 }
 

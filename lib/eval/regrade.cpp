@@ -10,34 +10,17 @@
 #include "io/atomic_file.h"
 #include "io/error.h"
 #include "io/json_file.h"
+#include "io/jsonl.h"
 
 namespace rqat::eval {
 
 RegradeSummary regrade_file(const std::filesystem::path& input, const std::filesystem::path& output,
                             const GradeOptions& options, unsigned threads) {
   const std::string file = input.string();
-  if (!std::filesystem::is_regular_file(input)) fail("{}: file not found", file);
-  std::ifstream in(input, std::ios::binary);
-  if (!in) fail("{}: cannot open", file);
-
   std::vector<io::Json> rows;
   std::vector<std::pair<std::string, std::string>> pairs;
-  std::string line;
-  std::size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    io::Json row;
-    try {
-      row = io::Json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      std::string what = e.what();
-      for (char& c : what)
-        if (c == '\n') c = ' ';
-      fail("{}:{}: invalid JSON on line {}: {}", file, number, number, what);
-    }
-    if (!row.is_object()) fail("{}:{}: line {} is not a JSON object", file, number, number);
+  // Ordered JSON: the rows are written back with their keys in the input's order.
+  io::for_each_jsonl_object<io::Json>(input, [&](io::Json& row, std::size_t number) {
     auto completion = row.find("completion");
     if (completion == row.end())
       fail("{}:{}: missing field 'completion' on line {}", file, number, number);
@@ -54,8 +37,7 @@ RegradeSummary regrade_file(const std::filesystem::path& input, const std::files
       fail("{}:{}: empty gold on line {}", file, number, number);
     pairs.emplace_back(completion->get<std::string>(), std::move(*gold_text));
     rows.push_back(std::move(row));
-  }
-  if (in.bad()) fail("{}: read error", file);
+  });
 
   const auto results = grade_batch(pairs, threads, options);
   RegradeSummary summary;
