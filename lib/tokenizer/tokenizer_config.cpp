@@ -56,6 +56,16 @@ std::string read_text(const std::filesystem::path& path) {
 
 }  // namespace
 
+void read_added_token_fields(const nlohmann::json& entry, const std::string& file,
+                             const std::string& path, AddedToken& token) {
+  token.content = json_fields::string(entry, "content", file, path);
+  token.special = json_fields::boolean(entry, "special", false, file, path);
+  token.lstrip = json_fields::boolean(entry, "lstrip", false, file, path);
+  token.rstrip = json_fields::boolean(entry, "rstrip", false, file, path);
+  token.single_word = json_fields::boolean(entry, "single_word", false, file, path);
+  token.normalized = json_fields::boolean(entry, "normalized", !token.special, file, path);
+}
+
 TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir) {
   TokenizerConfigFiles out;
   Json j = Json::object();
@@ -125,12 +135,7 @@ TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir) {
         json_fields::bad(file, field, "the key must be a token id");
       }
       if (!value.is_object()) json_fields::bad(file, field, "expected an object");
-      t.content = json_fields::string(value, "content", file, field);
-      t.special = json_fields::boolean(value, "special", false, file, field);
-      t.lstrip = json_fields::boolean(value, "lstrip", false, file, field);
-      t.rstrip = json_fields::boolean(value, "rstrip", false, file, field);
-      t.single_word = json_fields::boolean(value, "single_word", false, file, field);
-      t.normalized = json_fields::boolean(value, "normalized", !t.special, file, field);
+      read_added_token_fields(value, file, field, t);
       out.added_tokens.push_back(std::move(t));
     }
   }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tokenizer/tokenizer.h"
 
 namespace rqat::tokenizer {
@@ -22,6 +24,11 @@ struct TokenizerConfigFiles {
   std::vector<AddedToken> added_tokens;           // added_tokens_decoder
   std::vector<std::string> extra_special_tokens;  // additional_/extra_special_tokens
 };
+
+// Content and flags of one added-token entry, as tokenizer.json's added_tokens and
+// tokenizer_config.json's added_tokens_decoder both spell them ("normalized" defaults to !special).
+void read_added_token_fields(const nlohmann::json& entry, const std::string& file,
+                             const std::string& path, AddedToken& token);
 
 // Reads whatever of the three files exists in dir (none is required).
 TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir);

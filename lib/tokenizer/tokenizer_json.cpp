@@ -4,6 +4,7 @@
 // refused with the file and field named, rather than silently tokenizing differently.
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace rqat::tokenizer {
 namespace {
@@ -252,12 +253,7 @@ TokenizerParts parts_from_tokenizer_json(const std::filesystem::path& path) {
       if (id < 0 || id > INT32_MAX)
         json_fields::bad(file, json_fields::join(p, "id"), "out of range");
       t.id = static_cast<TokenId>(id);
-      t.content = json_fields::string(a, "content", file, p);
-      t.special = json_fields::boolean(a, "special", false, file, p);
-      t.single_word = json_fields::boolean(a, "single_word", false, file, p);
-      t.lstrip = json_fields::boolean(a, "lstrip", false, file, p);
-      t.rstrip = json_fields::boolean(a, "rstrip", false, file, p);
-      t.normalized = json_fields::boolean(a, "normalized", !t.special, file, p);
+      read_added_token_fields(a, file, p, t);
       parts.added.add(t);
     }
   }
