@@ -36,7 +36,11 @@ mv "$tmp/cut.safetensors" "$tmp/m/model.safetensors"
 expect_error "model.safetensors" "$rqat" info --model "$tmp/m"
 expect_error "--device" "$rqat" logits --model "$tmp/good" --input "$tmp/cfg.json" --out "$tmp/o" --device tpu
 expect_error "cfg.json" "$rqat" logits --model "$tmp/good" --input "$tmp/cfg.json" --out "$tmp/o" --device cpu
-expect_error "not implemented" "$(dirname "$rqat")/ptq" --model "$tmp/good" --out "$tmp/q"
+ptq="$(dirname "$rqat")/ptq"
+expect_error "--calib" "$ptq" --model "$tmp/good" --out "$tmp/q" --method gptq
+expect_error "--bits = 5" "$ptq" --model "$tmp/good" --out "$tmp/q" --method rtn --bits 5
+expect_error "--method" "$ptq" --model "$tmp/good" --out "$tmp/q" --method smoothquant
+[ ! -e "$tmp/q" ] || { echo "FAIL: ptq wrote $tmp/q before refusing"; failures=$((failures + 1)); }
 
 # eval-math grade: re-grades saved completions; a line without gold is named.
 evalmath="$(dirname "$rqat")/eval-math"
@@ -50,6 +54,10 @@ else
   echo "FAIL: eval-math grade: $(cat "$tmp/summary.txt")"
   failures=$((failures + 1))
 fi
+
+# eval-math: a missing benchmark file and a bad protocol are named before any model is loaded.
+expect_error "missing.jsonl" "$evalmath" --model "$tmp/good" --out "$tmp/e" --data "$tmp/missing.jsonl"
+expect_error "--protocol" "$evalmath" --model "$tmp/good" --out "$tmp/e" --data "$tmp/ok.jsonl" --protocol beam
 
 echo "$failures failed"
 [ $failures -eq 0 ]

@@ -13,6 +13,7 @@
 
 #include "io/error.h"
 #include "model/init.h"
+#include "tokenizer/byte_level.h"
 
 namespace rqat::test {
 
@@ -99,6 +100,46 @@ std::string read_bytes(const std::filesystem::path& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+// Byte-level BPE without merges (token id = byte value) plus three special tokens and a ChatML
+// template, so a text's ids are its bytes and the special tokens are single ids.
+std::shared_ptr<const tokenizer::Tokenizer> byte_level_test_tokenizer(const TempDir& dir) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    std::string symbol;
+    tokenizer::byte_level::append_mapped(std::string(1, static_cast<char>(b)), symbol);
+    vocab[symbol] = b;
+  }
+  nlohmann::json added = nlohmann::json::array();
+  for (const auto& [id, content] : {std::pair{256, "<|endoftext|>"}, std::pair{257, "<|im_start|>"},
+                                    std::pair{258, "<|im_end|>"}}) {
+    vocab[content] = id;
+    added.push_back({{"id", id},
+                     {"content", content},
+                     {"special", true},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"single_word", false},
+                     {"normalized", false}});
+  }
+  const nlohmann::json tok = {
+      {"version", "1.0"},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  write_bytes(dir / "tokenizer.json", tok.dump());
+  const nlohmann::json config = {
+      {"eos_token", "<|im_end|>"},
+      {"chat_template",
+       "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt "
+       "%}{{ '<|im_start|>assistant\\n' }}{% endif %}"}};
+  write_bytes(dir / "tokenizer_config.json", config.dump());
+  return tokenizer::Tokenizer::load(dir.path());
 }
 
 }  // namespace rqat::test

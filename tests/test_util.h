@@ -10,6 +10,7 @@
 
 #include "model/decoder.h"
 #include "model/model_config.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rqat::test {
 
@@ -39,6 +40,10 @@ std::filesystem::path shared_data_dir();
 
 // Runs fn, requires it to throw rqat::Error whose message is one line and contains every needle.
 void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles);
+
+// A byte-level BPE tokenizer without merges written into `dir` (token id = byte value) with the
+// special tokens <|endoftext|> = 256, <|im_start|> = 257, <|im_end|> = 258 and a ChatML template.
+std::shared_ptr<const tokenizer::Tokenizer> byte_level_test_tokenizer(const TempDir& dir);
 
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
 std::string read_bytes(const std::filesystem::path& path);

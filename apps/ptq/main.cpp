@@ -1,19 +1,88 @@
-// ptq: post-training weight quantization (RTN, GPTQ, AWQ) of a model directory
-// Flags that every stage shares are declared now; the stage itself arrives with issue 5.
+// ptq: post-training weight quantization (RTN, GPTQ, AWQ) of a model directory into an artifact
+// directory (docs/ptq.md). Flags only; the work is in lib/quant.
 #include <CLI/CLI.hpp>
 
+#include <iostream>
 #include <string>
+#include <vector>
 
 #include "cli/runtime_flags.h"
 #include "io/error.h"
+#include "io/manifest.h"
+#include "quant/ptq_command.h"
 
 int main(int argc, char** argv) {
+  rqat::io::set_process_args(argc, argv);
   CLI::App app{"ptq: post-training weight quantization (RTN, GPTQ, AWQ) of a model directory"};
-  std::string model_dir, out_dir;
+  rqat::quant::PtqCommandOptions options;
+  auto& spec = options.ptq.spec;
+  std::string model_dir, out_dir, method = "gptq";
+  std::vector<std::string> include, exclude;
   app.add_option("--model", model_dir, "Input model directory (Hugging Face layout)")->required();
   app.add_option("--out", out_dir, "Output artifact directory")->required();
+  app.add_option("--method", method, "rtn, gptq or awq")->capture_default_str();
+  app.add_option("--bits", spec.bits, "Weight bits: 2, 3, 4 or 8")->capture_default_str();
+  app.add_option("--group-size", spec.group_size,
+                 "Input columns per (scale, zero) group; -1: one per output channel (a smaller "
+                 "last group when it does not divide the layer's inputs)")
+      ->capture_default_str();
+  app.add_flag("--sym", spec.symmetric, "Symmetric quantization (default: asymmetric)");
+  app.add_flag("--clip", spec.clip_search, "Search a clipped range minimizing the weight error");
+  app.add_option("--include", include,
+                 "Regexes of module names to quantize (default: every linear in the blocks)");
+  app.add_option("--exclude", exclude, "Regexes of module names kept in full precision");
+  app.add_option("--damp", options.ptq.gptq.damp_percent, "GPTQ damping, fraction of mean diag(H)")
+      ->capture_default_str();
+  app.add_option("--block-size", options.ptq.gptq.block_size, "GPTQ lazy-update block")
+      ->capture_default_str();
+  app.add_flag("--act-order", options.ptq.gptq.act_order, "GPTQ desc_act: columns by diag(H)");
+  app.add_flag("--static-groups", options.ptq.gptq.static_groups,
+               "GPTQ: group parameters from the original weights");
+  app.add_option("--awq-grid", options.ptq.awq.grid, "AWQ: alpha grid points")
+      ->capture_default_str();
+  app.add_option("--batch-size", options.ptq.batch_size, "Calibration sequences per forward")
+      ->capture_default_str();
+
+  rqat::quant::CalibrationOptions calib;
+  std::string calib_path, calib_format = "auto", calib_split = "paragraphs";
+  app.add_option("--calib", calib_path, "Calibration data: plain text or JSONL");
+  app.add_option("--calib-format", calib_format, "auto, text or jsonl")->capture_default_str();
+  app.add_option("--calib-split", calib_split,
+                 "Plain text documents: paragraphs, whole-file, separator")
+      ->capture_default_str();
+  app.add_option("--calib-field", calib.data.text_field, "JSONL text field")->capture_default_str();
+  app.add_flag("--calib-chat", calib.data.use_chat_template,
+               "JSONL prompt/response pairs rendered with the model's chat template");
+  app.add_option("--calib-prompt-field", calib.data.prompt_field, "JSONL prompt field")
+      ->capture_default_str();
+  app.add_option("--calib-response-field", calib.data.response_field, "JSONL response field")
+      ->capture_default_str();
+  app.add_option("--calib-samples", calib.num_samples, "Calibration sequences")
+      ->capture_default_str();
+  app.add_option("--calib-seq-len", calib.seq_len, "Tokens per calibration sequence")
+      ->capture_default_str();
+  app.add_option("--calib-seed", calib.seed, "Seed of the sample draw")->capture_default_str();
+  app.add_option("--export", options.export_format,
+                 "Also write a packed GPTQ checkpoint to OUT/gptq: gptq (v1) or gptq_v2");
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);
-  return rqat::cli::run_tool("ptq", [&] { rqat::fail("ptq is not implemented yet (issue 5)"); });
+
+  return rqat::cli::run_tool("ptq", [&] {
+    options.model_dir = model_dir;
+    options.out_dir = out_dir;
+    options.ptq.method = rqat::quant::parse_ptq_method(method);
+    if (!include.empty()) spec.include = include;
+    spec.exclude = exclude;
+    if (!calib_path.empty()) {
+      calib.data.path = calib_path;
+      calib.data.format = rqat::train::parse_data_format(calib_format, "--calib-format");
+      calib.data.split = rqat::train::parse_plain_text_split(calib_split, "--calib-split");
+      options.calibration = calib;
+    }
+    runtime.apply_threads();
+    options.device = runtime.resolved_device();
+    options.dtype = options.device.is_cuda() ? runtime.resolved_dtype() : at::kFloat;
+    rqat::quant::run_ptq_command(options, std::cout);
+  });
 }

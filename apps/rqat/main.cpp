@@ -1,5 +1,5 @@
-// rqat: the experiment runner and model utilities (init-model, convert, logits, info, tokenize,
-// generate).
+// rqat: the experiment runner and model utilities (init-model, convert (also from llama2.c),
+// logits, info, tokenize, generate).
 #include <CLI/CLI.hpp>
 
 #include <fstream>
@@ -8,7 +8,9 @@
 #include "cli/runtime_flags.h"
 #include "generation/generate_command.h"
 #include "io/error.h"
+#include "model/llama2c_convert.h"
 #include "model/model_commands.h"
+#include "nll_flags.h"
 #include "tokenizer/tokenize_command.h"
 
 int main(int argc, char** argv) {
@@ -53,11 +55,23 @@ int main(int argc, char** argv) {
 
   std::string convert_dtype = "keep";
   double convert_shard_mb = 5000;
-  auto* convert_cmd =
-      app.add_subcommand("convert", "Re-save a model directory in another dtype or shard size");
-  convert_cmd->add_option("--model", model_dir, "Input model directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  std::string llama2c_file, llama2c_tokenizer;
+  auto* convert_cmd = app.add_subcommand(
+      "convert",
+      "Re-save a model directory in another dtype or shard size, or convert a llama2.c checkpoint");
+  auto* convert_model = convert_cmd->add_option("--model", model_dir, "Input model directory")
+                            ->check(CLI::ExistingDirectory);
+  auto* convert_llama2c =
+      convert_cmd
+          ->add_option("--llama2c", llama2c_file,
+                       "Input llama2.c checkpoint (float32 .bin, v0 or v1) instead of --model")
+          ->check(CLI::ExistingFile)
+          ->excludes(convert_model);
+  convert_cmd
+      ->add_option("--tokenizer-bin", llama2c_tokenizer,
+                   "llama2.c tokenizer.bin of the checkpoint (written as tokenizer.json)")
+      ->check(CLI::ExistingFile)
+      ->needs(convert_llama2c);
   convert_cmd->add_option("--out", output, "Output model directory")->required();
   convert_cmd->add_option("--dtype", convert_dtype, "Stored dtype: keep, f32 or bf16")
       ->check(CLI::IsMember({"keep", "f32", "bf16"}))
@@ -129,6 +143,7 @@ int main(int argc, char** argv) {
   std::string experiment;
   run_cmd->add_option("experiment", experiment, "Experiment YAML file")->required();
 
+  rqat::cli::add_nll_subcommand(app);
   CLI11_PARSE(app, argc, argv);
   return rqat::cli::run_tool("rqat", [&] {
     if (*init_cmd) {
@@ -143,8 +158,20 @@ int main(int argc, char** argv) {
     } else if (*convert_cmd) {
       std::optional<at::ScalarType> dtype;
       if (convert_dtype != "keep") dtype = convert_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-      rqat::model::convert_model_dir(model_dir, output, dtype,
-                                     static_cast<uint64_t>(convert_shard_mb * 1e6));
+      const auto shard_bytes = static_cast<uint64_t>(convert_shard_mb * 1e6);
+      if (!llama2c_file.empty()) {
+        rqat::model::Llama2cConvertOptions options;
+        options.checkpoint = llama2c_file;
+        if (!llama2c_tokenizer.empty()) options.tokenizer_bin = llama2c_tokenizer;
+        options.out_dir = output;
+        options.dtype = dtype.value_or(at::kFloat);  // llama2.c stores float32
+        options.max_shard_bytes = shard_bytes;
+        rqat::model::convert_llama2c(options);
+      } else if (!model_dir.empty()) {
+        rqat::model::convert_model_dir(model_dir, output, dtype, shard_bytes);
+      } else {
+        rqat::fail("rqat convert: give --model DIR or --llama2c FILE");
+      }
       std::cout << "wrote " << output << "\n";
     } else if (*tokenize_cmd) {
       auto tokenizer = rqat::tokenizer::Tokenizer::load(tokenizer_dir);

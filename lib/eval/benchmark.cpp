@@ -1,6 +1,7 @@
 #include "eval/benchmark.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 
 #include "eval/answer_extraction.h"
@@ -72,6 +73,31 @@ const BenchmarkSpec& builtin_benchmark(std::string_view name) {
     known += (known.empty() ? "" : ", ") + spec.name;
   }
   fail("unknown benchmark '{}' (known: {})", name, known);
+}
+
+BenchmarkSpec resolve_benchmark(const std::string& name, bool have_data_file,
+                                const FieldOverrides& overrides) {
+  for (const auto& spec : builtin_benchmarks())
+    if (spec.name == name) return apply_overrides(spec, overrides);
+  if (!have_data_file) builtin_benchmark(name);  // throws, listing the known names
+  BenchmarkSpec spec;
+  spec.name = name;
+  spec.problem_fields = {"problem"};
+  spec.answer_field = "answer";
+  return apply_overrides(spec, overrides);
+}
+
+std::filesystem::path resolve_benchmark_data(const std::string& data, const std::string& data_dir,
+                                             const std::string& name) {
+  if (!data.empty()) return data;
+  std::string dir = data_dir;
+  if (dir.empty()) {
+    const char* env = std::getenv("RQAT_DATA_DIR");
+    if (env == nullptr || *env == '\0')
+      fail("give --data FILE, or --data-dir DIR (or $RQAT_DATA_DIR) holding {}/test.jsonl", name);
+    dir = env;
+  }
+  return std::filesystem::path(dir) / name / "test.jsonl";
 }
 
 BenchmarkSpec apply_overrides(BenchmarkSpec spec, const FieldOverrides& overrides) {

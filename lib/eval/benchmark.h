@@ -45,6 +45,16 @@ const std::vector<BenchmarkSpec>& builtin_benchmarks();
 const BenchmarkSpec& builtin_benchmark(std::string_view name);
 BenchmarkSpec apply_overrides(BenchmarkSpec spec, const FieldOverrides& overrides);
 
+// The spec of --benchmark NAME with the --*-field overrides: a built-in one, or, for another name
+// with a --data file, a generic spec (fields `problem` and `answer` unless overridden).
+BenchmarkSpec resolve_benchmark(const std::string& name, bool have_data_file,
+                                const FieldOverrides& overrides);
+
+// The data file: `data` when given, else <data_dir>/<name>/test.jsonl with data_dir from the
+// argument or $RQAT_DATA_DIR; rqat::Error saying which flag to give when neither is set.
+std::filesystem::path resolve_benchmark_data(const std::string& data, const std::string& data_dir,
+                                             const std::string& name);
+
 // A JSON answer value as text: strings as they are, integers and integral floats (AMC23's 27.0)
 // as integers, other numbers as JSON, a list of strings joined with ", " (OlympiadBench's
 // final_answer). nullopt for null or other shapes.

@@ -62,7 +62,8 @@ at::Tensor CausalLM::run_layers(at::Tensor x, const AttentionContext& ctx) {
   return model->norm->forward(x);
 }
 
-at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+AttentionContext CausalLM::sequence_context(const at::Tensor& input_ids,
+                                            const at::Tensor& attention_mask) {
   if (input_ids.dim() != 2) fail("input_ids must be (batch, steps), got {} dims", input_ids.dim());
   auto mask =
       attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
@@ -75,7 +76,22 @@ at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor
   if (input_ids.size(1) == 1)
     ctx.additive_mask = additive_from(ctx.mask, options_.dtype().toScalarType());
   ctx.key_length = input_ids.size(1);
-  return run_layers(model->embed_tokens->forward(input_ids), ctx);
+  return ctx;
+}
+
+at::Tensor CausalLM::embed(const at::Tensor& input_ids) {
+  return model->embed_tokens->forward(input_ids);
+}
+
+DecoderLayer& CausalLM::layer(int64_t index) {
+  if (index < 0 || index >= num_layers())
+    fail("decoder layer {} out of range (the model has {})", index, num_layers());
+  return *model->layers->ptr<DecoderLayer>(static_cast<size_t>(index));
+}
+
+at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  const auto ctx = sequence_context(input_ids, attention_mask);
+  return run_layers(embed(input_ids), ctx);
 }
 
 at::Tensor CausalLM::logits(const at::Tensor& hidden) {

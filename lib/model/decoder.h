@@ -48,6 +48,15 @@ class CausalLM : public torch::nn::Module {
                             bool last_only = false);
   KVCache make_cache(int64_t slots, int64_t capacity) const;
 
+  // Block-wise access for calibration (ptq runs one decoder block at a time over all samples):
+  // the attention context of a full-sequence forward, the token embeddings, and the blocks.
+  // hidden_states() == norm(layer(n-1)(... layer(0)(embed(ids), ctx) ...)).
+  AttentionContext sequence_context(const at::Tensor& input_ids,
+                                    const at::Tensor& attention_mask = {});
+  at::Tensor embed(const at::Tensor& input_ids);
+  int64_t num_layers() const { return static_cast<int64_t>(model->layers->size()); }
+  DecoderLayer& layer(int64_t index);
+
   // Every Linear of the decoder blocks (and lm_head when untied and asked for), in model order.
   std::vector<LinearSlot> linear_layers(bool include_lm_head = false);
   void replace_linear(const LinearSlot& slot, std::shared_ptr<Linear> layer);

@@ -35,6 +35,11 @@ class DenseLinear : public Linear {
   at::Tensor effective_weight() const override { return weight_; }
   std::optional<at::Tensor> bias() const override;
 
+  // Overwrites the parameters in place (same shape; converted to their dtype and device), e.g.
+  // with dequantized weights after PTQ or with AWQ's rescaled ones.
+  void assign_weight(const at::Tensor& weight);
+  void assign_bias(const at::Tensor& bias);
+
  private:
   at::Tensor weight_;  // (out_features, in_features)
   at::Tensor bias_;    // (out_features) or undefined

@@ -6,6 +6,7 @@
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "io/json_file.h"
+#include "quant/gptq_checkpoint.h"
 
 namespace rqat::model {
 
@@ -71,6 +72,8 @@ void load_weights(CausalLM& model, const fs::path& dir) {
     param.set_data(stored.to(options.device(), options.dtype().toScalarType()));
     used.insert(name);
   }
+  // Buffers (the packed tensors of GPTQ layers) were read by the layers that own them.
+  for (const auto& item : model.named_buffers(/*recurse=*/true)) used.insert(item.key());
   for (const auto& name : checkpoint.names()) {
     if (used.count(name) == 0 && !ignorable_extra(name, model.config())) {
       fail("{}: unexpected tensor '{}' in the checkpoint (quantized or different architecture?)",
@@ -88,6 +91,9 @@ std::shared_ptr<CausalLM> load_causal_lm(const fs::path& dir, const LoadOptions&
   // weights.
   auto model = std::make_shared<CausalLM>(
       config, at::TensorOptions().dtype(options.dtype).device(options.device));
+  // GPTQ checkpoints: the packed layers are built from their own tensors first.
+  if (auto gptq = quant::read_gptq_config(config.raw, (dir / "config.json").string()))
+    quant::attach_packed_gptq_layers(*model, dir, *gptq);
   load_weights(*model, dir);
   return model;
 }
@@ -98,8 +104,25 @@ void save_causal_lm(const CausalLM& model, const fs::path& dir, const SaveOption
   ModelConfig config = model.config();
   config.torch_dtype = hf_dtype_name(dtype);
   io::NamedTensors tensors = model.state_tensors();
-  for (auto& [name, t] : tensors) t = t.detach().to(at::kCPU, dtype);
+  // Buffers (packed GPTQ tensors: int32 words, float16 scales) are stored as they are.
+  std::set<std::string> buffers;
+  for (const auto& item : model.named_buffers(/*recurse=*/true)) buffers.insert(item.key());
+  for (auto& [name, t] : tensors)
+    t = t.detach().to(at::kCPU, buffers.count(name) ? t.scalar_type() : dtype);
   io::write_checkpoint(dir, tensors, options.max_shard_bytes);
+  save_model_config(config, dir);
+
+  if (options.tokenizer_from && fs::absolute(*options.tokenizer_from) != fs::absolute(dir)) {
+    for (const char* file : kTokenizerFiles) {
+      const fs::path source = *options.tokenizer_from / file;
+      if (fs::exists(source))
+        fs::copy_file(source, dir / file, fs::copy_options::overwrite_existing);
+    }
+  }
+}
+
+void save_model_config(const ModelConfig& config, const fs::path& dir) {
+  fs::create_directories(dir);
   io::write_json_file(dir / "config.json", config.to_json());
 
   io::Json generation = config.generation.is_object() ? config.generation : io::Json::object();
@@ -111,14 +134,6 @@ void save_causal_lm(const CausalLM& model, const fs::path& dir, const SaveOption
                                      : io::Json(config.eos_token_ids);
   }
   io::write_json_file(dir / "generation_config.json", generation);
-
-  if (options.tokenizer_from && fs::absolute(*options.tokenizer_from) != fs::absolute(dir)) {
-    for (const char* file : kTokenizerFiles) {
-      const fs::path source = *options.tokenizer_from / file;
-      if (fs::exists(source))
-        fs::copy_file(source, dir / file, fs::copy_options::overwrite_existing);
-    }
-  }
 }
 
 }  // namespace rqat::model

@@ -31,6 +31,10 @@ std::shared_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir,
 void save_causal_lm(const CausalLM& model, const std::filesystem::path& dir,
                     const SaveOptions& options = {});
 
+// Writes config.json (with config.raw's unknown keys, e.g. a quantization_config) and
+// generation_config.json, as save_causal_lm does.
+void save_model_config(const ModelConfig& config, const std::filesystem::path& dir);
+
 // Moves the weights of `checkpoint` into the parameters of `model` (names, shapes checked).
 void load_weights(CausalLM& model, const std::filesystem::path& dir);
 

@@ -27,6 +27,7 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<TokenId>& out
       out.push_back(*raw.id);
       continue;
     }
+    const bool raw_at_start = raw.text.data() == text.data();
     const std::string_view normalized = parts_.normalizer.apply(raw.text, normalized_scratch);
     pieces.clear();
     parts_.added.split(normalized, true, pieces);
@@ -39,7 +40,9 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<TokenId>& out
       if (parts_.pre_tokenizer.empty()) {
         words.assign(1, piece.text);
       } else {
-        parts_.pre_tokenizer.run(piece.text, words, storage);
+        // Whether the piece starts at offset 0 of the input (Metaspace's "first" scheme).
+        const bool at_start = raw_at_start && piece.text.data() == normalized.data();
+        parts_.pre_tokenizer.run(piece.text, words, storage, at_start);
       }
       for (const std::string_view w : words) parts_.model->tokenize(w, out);
     }
@@ -71,13 +74,32 @@ std::string BpeTokenizer::token_bytes(TokenId id, bool skip_special_tokens) cons
   const std::string* token = token_string(id);
   if (token == nullptr) return {};
   if (skip_special_tokens && is_special(id)) return {};
+  if (!parts_.decoder.empty()) return parts_.decoder.token_bytes(*token, false);
   if (!parts_.byte_level_decoder) return *token;
   std::string out;
   byte_level::append_token_bytes(*token, out);
   return out;
 }
 
+std::string BpeTokenizer::first_token_bytes(TokenId id, bool skip_special_tokens) const {
+  const std::string* token = token_string(id);
+  if (token == nullptr || (skip_special_tokens && is_special(id))) return {};
+  if (!parts_.decoder.empty()) return parts_.decoder.token_bytes(*token, true);
+  return token_bytes(id, skip_special_tokens);
+}
+
 std::string BpeTokenizer::decode(std::span<const TokenId> ids, bool skip_special_tokens) const {
+  if (!parts_.decoder.empty()) {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (const TokenId id : ids) {
+      const std::string* token = token_string(id);
+      // Unknown ids are dropped, as tokenizers does.
+      if (token == nullptr || (skip_special_tokens && is_special(id))) continue;
+      tokens.push_back(*token);
+    }
+    return utf8::to_valid(parts_.decoder.decode(std::move(tokens)));
+  }
   std::string bytes;
   bool first = true;
   for (const TokenId id : ids) {

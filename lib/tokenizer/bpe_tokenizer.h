@@ -10,6 +10,7 @@
 
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
+#include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -28,6 +29,7 @@ struct TokenizerParts {
   std::unique_ptr<BpeModel> model;
   AddedVocabulary added;
   bool byte_level_decoder = true;  // false: no decoder, tokens are joined with spaces
+  Decoder decoder;                 // when not empty, used instead of the two cases above
   PostProcessor post;
   TokenizerConfig config;
 };
@@ -46,6 +48,7 @@ class BpeTokenizer final : public Tokenizer {
   const std::vector<AddedToken>& added_tokens() const override { return parts_.added.tokens(); }
   const TokenizerConfig& config() const override { return parts_.config; }
   std::string token_bytes(TokenId id, bool skip_special_tokens) const override;
+  std::string first_token_bytes(TokenId id, bool skip_special_tokens) const override;
 
   const PostProcessor& post_processor() const { return parts_.post; }
 

@@ -17,6 +17,37 @@ Regex& gpt2_regex() {
   return regex;
 }
 
+// Metaspace on one word: spaces (U+0020 only) become the replacement, which is prepended as the
+// scheme says, then the word is cut in front of every replacement (tokenizers' MergedWithNext).
+void run_metaspace(const MetaspaceStep& m, std::string_view word, bool first_word,
+                   std::vector<std::string_view>& out, std::deque<std::string>& storage) {
+  std::string& mapped = storage.emplace_back();
+  mapped.reserve(word.size() + 2 * m.replacement.size());
+  for (const char c : word) {
+    if (c == ' ') {
+      mapped += m.replacement;
+    } else {
+      mapped += c;
+    }
+  }
+  const bool prepend = m.prepend_scheme == PrependScheme::kAlways ||
+                       (m.prepend_scheme == PrependScheme::kFirst && first_word);
+  if (prepend && !std::string_view(mapped).starts_with(m.replacement))
+    mapped.insert(0, m.replacement);
+  if (!m.split) {
+    out.push_back(mapped);
+    return;
+  }
+  const std::string_view text = mapped;
+  size_t begin = 0;
+  for (size_t at = text.find(m.replacement, 1); at != std::string_view::npos;
+       at = text.find(m.replacement, at + m.replacement.size())) {
+    if (at > begin) out.push_back(text.substr(begin, at - begin));
+    begin = at;
+  }
+  if (begin < text.size()) out.push_back(text.substr(begin));
+}
+
 }  // namespace
 
 void split_by_regex(std::string_view text, const Regex& regex, SplitBehavior behavior, bool invert,
@@ -83,14 +114,18 @@ void split_by_regex(std::string_view text, const Regex& regex, SplitBehavior beh
 }
 
 void PreTokenizer::add_split(SplitStep step) {
-  Step s{Step::Kind::kSplit, {}, {}};
+  Step s{Step::Kind::kSplit, {}, {}, {}};
   s.split.push_back(std::move(step));
   steps_.push_back(std::move(s));
 }
 
 void PreTokenizer::add_byte_level(ByteLevelStep step) {
   gpt2_regex();  // compile once, before threads race for it
-  steps_.push_back(Step{Step::Kind::kByteLevel, {}, step});
+  steps_.push_back(Step{Step::Kind::kByteLevel, {}, step, {}});
+}
+
+void PreTokenizer::add_metaspace(MetaspaceStep step) {
+  steps_.push_back(Step{Step::Kind::kMetaspace, {}, {}, std::move(step)});
 }
 
 bool PreTokenizer::maps_bytes() const {
@@ -101,7 +136,7 @@ bool PreTokenizer::maps_bytes() const {
 }
 
 void PreTokenizer::run(std::string_view text, std::vector<std::string_view>& words,
-                       std::deque<std::string>& storage) const {
+                       std::deque<std::string>& storage, bool at_input_start) const {
   words.clear();
   if (text.empty()) return;
   words.push_back(text);
@@ -111,6 +146,10 @@ void PreTokenizer::run(std::string_view text, std::vector<std::string_view>& wor
     if (step.kind == Step::Kind::kSplit) {
       const SplitStep& s = step.split.front();
       for (const std::string_view w : words) split_by_regex(w, s.regex, s.behavior, s.invert, next);
+    } else if (step.kind == Step::Kind::kMetaspace) {
+      // Only the leading word can sit at offset 0 of the input (earlier steps keep it in front).
+      for (size_t i = 0; i < words.size(); ++i)
+        run_metaspace(step.metaspace, words[i], at_input_start && i == 0, next, storage);
     } else {
       const ByteLevelStep& b = step.byte_level;
       for (std::string_view w : words) {

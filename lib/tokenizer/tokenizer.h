@@ -58,6 +58,13 @@ class Tokenizer {
 
   // The bytes one token stands for (byte-level decoding), and "" for special tokens when skipped.
   virtual std::string token_bytes(TokenId id, bool skip_special_tokens) const = 0;
+
+  // token_bytes() of the first token that decode() keeps. Differs only where the decoder treats
+  // the start of the text specially: SentencePiece decoders drop the space in front of the first
+  // word ("▁Once" decodes to "Once" at the start, " Once" after other text).
+  virtual std::string first_token_bytes(TokenId id, bool skip_special_tokens) const {
+    return token_bytes(id, skip_special_tokens);
+  }
 };
 
 // Incremental decoding for streaming output: push ids one by one, get back only complete UTF-8
@@ -71,6 +78,7 @@ class StreamDecoder {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
+  bool started_ = false;  // a token was kept: later ones are no longer at the start of the text
   std::string pending_;
 };
 

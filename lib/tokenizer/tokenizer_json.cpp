@@ -1,10 +1,12 @@
 // Reads a Hugging Face tokenizer.json into TokenizerParts: a BPE model, normalizer (NFC-family,
-// Sequence), pre-tokenizer (Split, ByteLevel, Sequence), decoder (ByteLevel), post-processor
+// Prepend, Replace, Sequence), pre-tokenizer (Split, ByteLevel, Metaspace, Sequence), decoder
+// (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence), post-processor
 // (TemplateProcessing, ByteLevel, Roberta/Bert, Sequence) and added_tokens. Anything else is
 // refused with the file and field named, rather than silently tokenizing differently.
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/json_fields.h"
 #include "tokenizer/tokenizer_config.h"
+#include "tokenizer/utf8.h"
 
 namespace rqat::tokenizer {
 namespace {
@@ -23,28 +25,83 @@ const Json& array_member(const Json& parent, const std::string& key, const std::
   return *value;
 }
 
+// A {"String": ...} or {"Regex": ...} pattern (Split, Replace): the literal text, or the regex.
+struct Pattern {
+  std::string literal;
+  std::optional<Regex> regex;
+};
+
+Pattern read_pattern(const Json& parent, const std::string& file, const std::string& path) {
+  const std::string pattern_path = json_fields::join(path, "pattern");
+  const Json& pattern = json_fields::object(parent, "pattern", file, path);
+  const auto regex = json_fields::optional_string(pattern, "Regex", file, pattern_path);
+  const auto literal = json_fields::optional_string(pattern, "String", file, pattern_path);
+  if (!regex && !literal)
+    json_fields::bad(file, pattern_path, "expected {\"Regex\": ...} or {\"String\": ...}");
+  Pattern out;
+  if (regex) {
+    out.regex.emplace(*regex, false, file + ": " + json_fields::join(pattern_path, "Regex"));
+  } else {
+    if (literal->empty())
+      json_fields::bad(file, json_fields::join(pattern_path, "String"), "empty");
+    out.literal = *literal;
+  }
+  return out;
+}
+
 void read_normalizer(const Json& j, const std::string& file, const std::string& path,
-                     std::vector<Normalizer::Form>& forms) {
+                     Normalizer& out) {
   if (j.is_null()) return;
   if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
   const std::string type = json_fields::string(j, "type", file, path);
   if (type == "NFC")
-    forms.push_back(Normalizer::Form::kNFC);
+    out.add_form(Normalizer::Form::kNFC);
   else if (type == "NFD")
-    forms.push_back(Normalizer::Form::kNFD);
+    out.add_form(Normalizer::Form::kNFD);
   else if (type == "NFKC")
-    forms.push_back(Normalizer::Form::kNFKC);
+    out.add_form(Normalizer::Form::kNFKC);
   else if (type == "NFKD")
-    forms.push_back(Normalizer::Form::kNFKD);
-  else if (type == "Sequence") {
+    out.add_form(Normalizer::Form::kNFKD);
+  else if (type == "Prepend")
+    out.add_prepend(json_fields::string(j, "prepend", file, path));
+  else if (type == "Replace") {
+    Pattern pattern = read_pattern(j, file, path);
+    std::string content = json_fields::string(j, "content", file, path);
+    if (pattern.regex) {
+      out.add_replace(std::move(*pattern.regex), std::move(content));
+    } else {
+      out.add_replace(std::move(pattern.literal), std::move(content));
+    }
+  } else if (type == "Sequence") {
     const std::string list_path = json_fields::join(path, "normalizers");
     const Json& list = array_member(j, "normalizers", file, path);
-    for (size_t i = 0; i < list.size(); ++i)
-      read_normalizer(list[i], file, at(list_path, i), forms);
+    for (size_t i = 0; i < list.size(); ++i) read_normalizer(list[i], file, at(list_path, i), out);
   } else {
     json_fields::bad(file, json_fields::join(path, "type"),
                      "unsupported normalizer '" + type + "'");
   }
+}
+
+// Metaspace's placement of the replacement: prepend_scheme, or the older add_prefix_space flag.
+PrependScheme read_prepend_scheme(const Json& j, const std::string& file, const std::string& path) {
+  if (const auto scheme = json_fields::optional_string(j, "prepend_scheme", file, path)) {
+    if (*scheme == "always") return PrependScheme::kAlways;
+    if (*scheme == "never") return PrependScheme::kNever;
+    if (*scheme == "first") return PrependScheme::kFirst;
+    json_fields::bad(file, json_fields::join(path, "prepend_scheme"),
+                     "unknown scheme '" + *scheme + "' (always, never, first)");
+  }
+  return json_fields::boolean(j, "add_prefix_space", true, file, path) ? PrependScheme::kAlways
+                                                                       : PrependScheme::kNever;
+}
+
+// Metaspace's replacement: one character (tokenizers stores a char).
+std::string read_replacement(const Json& j, const std::string& file, const std::string& path) {
+  const std::string r = json_fields::string(j, "replacement", file, path);
+  char32_t cp = 0;
+  if (r.empty() || utf8::decode(r, 0, cp) != r.size())
+    json_fields::bad(file, json_fields::join(path, "replacement"), "expected one character");
+  return r;
 }
 
 SplitBehavior read_behavior(const Json& j, const std::string& file, const std::string& path) {
@@ -82,25 +139,62 @@ void read_pre_tokenizer(const Json& j, const std::string& file, const std::strin
     out.add_split(SplitStep{Regex(regex ? *regex : *literal, !regex, where),
                             read_behavior(j, file, path),
                             json_fields::boolean(j, "invert", false, file, path)});
+  } else if (type == "Metaspace") {
+    MetaspaceStep m;
+    m.replacement = read_replacement(j, file, path);
+    m.prepend_scheme = read_prepend_scheme(j, file, path);
+    m.split = json_fields::boolean(j, "split", true, file, path);
+    out.add_metaspace(std::move(m));
   } else {
     json_fields::bad(file, json_fields::join(path, "type"),
                      "unsupported pre-tokenizer '" + type + "'");
   }
 }
 
-bool read_decoder(const Json& j, const std::string& file, const std::string& path) {
-  if (j.is_null()) return false;
+void read_decoder(const Json& j, const std::string& file, const std::string& path, Decoder& out) {
+  if (j.is_null()) return;
   if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
   const std::string type = json_fields::string(j, "type", file, path);
-  if (type == "ByteLevel") return true;
+  DecoderStep step;
   if (type == "Sequence") {
-    // Accepted when it is ByteLevel alone (some exports wrap it).
+    const std::string list_path = json_fields::join(path, "decoders");
     const Json& list = array_member(j, "decoders", file, path);
-    if (list.size() == 1)
-      return read_decoder(list[0], file, at(json_fields::join(path, "decoders"), 0));
+    for (size_t i = 0; i < list.size(); ++i) read_decoder(list[i], file, at(list_path, i), out);
+    return;
+  } else if (type == "ByteLevel") {
+    step.kind = DecoderStep::Kind::kByteLevel;
+  } else if (type == "Replace") {
+    step.kind = DecoderStep::Kind::kReplace;
+    Pattern pattern = read_pattern(j, file, path);
+    step.pattern = std::move(pattern.literal);
+    step.regex = std::move(pattern.regex);
+    step.content = json_fields::string(j, "content", file, path);
+  } else if (type == "ByteFallback") {
+    step.kind = DecoderStep::Kind::kByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = DecoderStep::Kind::kFuse;
+  } else if (type == "Strip") {
+    step.kind = DecoderStep::Kind::kStrip;
+    step.content = json_fields::string(j, "content", file, path);
+    char32_t cp = 0;
+    if (step.content.empty() || utf8::decode(step.content, 0, cp) != step.content.size())
+      json_fields::bad(file, json_fields::join(path, "content"), "expected one character");
+    for (const char* key : {"start", "stop"}) {
+      const int64_t n = json_fields::integer(j, key, file, path);
+      if (n < 0) json_fields::bad(file, json_fields::join(path, key), "must not be negative");
+      (std::string_view(key) == "start" ? step.start : step.stop) = static_cast<size_t>(n);
+    }
+  } else if (type == "Metaspace") {
+    step.kind = DecoderStep::Kind::kMetaspace;
+    step.pattern = read_replacement(j, file, path);
+    step.prepend = read_prepend_scheme(j, file, path) != PrependScheme::kNever;
+  } else {
+    json_fields::bad(
+        file, json_fields::join(path, "type"),
+        "unsupported decoder '" + type +
+            "' (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence of them)");
   }
-  json_fields::bad(file, json_fields::join(path, "type"),
-                   "unsupported decoder '" + type + "' (ByteLevel only)");
+  out.add(std::move(step));
 }
 
 TokenId special_pair_id(const Json& j, const std::string& key, const std::string& file,
@@ -232,13 +326,16 @@ TokenizerParts parts_from_tokenizer_json(const std::filesystem::path& path) {
   TokenizerParts parts;
   parts.model = read_model(root, file);
 
-  std::vector<Normalizer::Form> forms;
-  if (root.contains("normalizer")) read_normalizer(root["normalizer"], file, "normalizer", forms);
-  parts.normalizer = Normalizer(std::move(forms));
+  if (root.contains("normalizer"))
+    read_normalizer(root["normalizer"], file, "normalizer", parts.normalizer);
   if (root.contains("pre_tokenizer"))
     read_pre_tokenizer(root["pre_tokenizer"], file, "pre_tokenizer", parts.pre_tokenizer);
-  parts.byte_level_decoder =
-      root.contains("decoder") && read_decoder(root["decoder"], file, "decoder");
+  Decoder decoder;
+  if (root.contains("decoder")) read_decoder(root["decoder"], file, "decoder", decoder);
+  // ByteLevel alone keeps the direct byte-level path; other chains run step by step.
+  const auto& steps = decoder.steps();
+  parts.byte_level_decoder = steps.size() == 1 && steps[0].kind == DecoderStep::Kind::kByteLevel;
+  if (!steps.empty() && !parts.byte_level_decoder) parts.decoder = std::move(decoder);
   if (root.contains("post_processor"))
     read_post_processor(root["post_processor"], file, "post_processor", parts.post);
 

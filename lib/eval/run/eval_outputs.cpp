@@ -1,0 +1,182 @@
+#include "eval/run/eval_outputs.h"
+
+#include <fstream>
+
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "io/hdf5_columns.h"
+#include "io/manifest.h"
+
+namespace rqat::eval {
+
+namespace {
+
+std::map<std::string, std::string> problem_tags(const BenchmarkProblem& problem) {
+  std::map<std::string, std::string> tags;
+  if (!problem.subject.empty()) tags["subject"] = problem.subject;
+  if (!problem.level.empty()) tags["level"] = problem.level;
+  return tags;
+}
+
+io::Json prompt_json(const PromptOptions& p) {
+  io::Json json;
+  json["chat_template"] = p.use_chat_template
+                              ? (p.chat_template_file.empty() ? "model" : p.chat_template_file)
+                              : "none";
+  json["system_prompt"] = p.system_prompt;
+  json["instruction"] = p.instruction;
+  json["enable_thinking"] = p.enable_thinking;
+  return json;
+}
+
+io::Json sampling_json(const SamplingSettings& s) {
+  io::Json json;
+  json["n"] = s.n;
+  json["temperature"] = s.temperature;
+  json["top_p"] = s.top_p;
+  json["top_k"] = s.top_k;
+  json["min_p"] = s.min_p;
+  json["max_new_tokens"] = s.max_new_tokens;
+  json["seed"] = s.seed;
+  return json;
+}
+
+void write_samples_jsonl(const std::filesystem::path& path, const EvalRecords& records) {
+  const auto& results = *records.results;
+  io::write_file_atomically(path, [&](std::ostream& out) {
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      const auto& grade = (*records.grades)[i];
+      const auto& problem = (*records.problems)[r.request_index];
+      io::Json row;
+      row["id"] = problem.id;
+      row["sample"] = r.sample_index;
+      if (!problem.subject.empty()) row["subject"] = problem.subject;
+      if (!problem.level.empty()) row["level"] = problem.level;
+      row["prompt"] = (*records.prompts)[r.request_index];
+      row["completion"] = r.text;
+      if (grade.prediction_answer.empty()) {
+        row["extracted"] = nullptr;
+      } else {
+        row["extracted"] = grade.prediction_answer;
+      }
+      row["gold"] = problem.gold;
+      row["correct"] = grade.kind == GradeKind::equal;
+      row["grade"] = to_string(grade.kind);
+      row["tokens"] = r.token_ids.size();
+      row["finish_reason"] = generation::finish_reason_name(r.finish_reason);
+      out << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    }
+  });
+}
+
+void write_results_h5(const std::filesystem::path& path, const EvalRunOptions& options,
+                      const EvalRecords& records) {
+  const auto& results = *records.results;
+  std::vector<int64_t> problem_index, sample_index, correct, tokens, truncated;
+  std::vector<double> seconds;
+  std::vector<std::string> ids, grade, finish_reason, extracted, gold;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& g = (*records.grades)[i];
+    const auto& problem = (*records.problems)[r.request_index];
+    problem_index.push_back(static_cast<int64_t>(r.request_index));
+    sample_index.push_back(r.sample_index);
+    ids.push_back(problem.id);
+    correct.push_back(g.kind == GradeKind::equal ? 1 : 0);
+    grade.push_back(to_string(g.kind));
+    tokens.push_back(static_cast<int64_t>(r.token_ids.size()));
+    truncated.push_back(r.finish_reason == generation::FinishReason::kLength ? 1 : 0);
+    finish_reason.push_back(generation::finish_reason_name(r.finish_reason));
+    extracted.push_back(g.prediction_answer);
+    gold.push_back(problem.gold);
+    seconds.push_back(r.seconds);
+  }
+  io::Hdf5Columns h5;
+  h5.add("samples/problem_index", std::move(problem_index));
+  h5.add("samples/sample_index", std::move(sample_index));
+  h5.add("samples/id", std::move(ids));
+  h5.add("samples/correct", std::move(correct));
+  h5.add("samples/grade", std::move(grade));
+  h5.add("samples/tokens", std::move(tokens));
+  h5.add("samples/truncated", std::move(truncated));
+  h5.add("samples/finish_reason", std::move(finish_reason));
+  h5.add("samples/extracted", std::move(extracted));
+  h5.add("samples/gold", std::move(gold));
+  h5.add("samples/seconds", std::move(seconds));
+  h5.set_attribute("tool", "eval-math");
+  h5.set_attribute("benchmark", options.benchmark.name);
+  h5.set_attribute("model", options.model_dir.string());
+  h5.write(path);
+}
+
+}  // namespace
+
+std::vector<GradedSample> graded_samples(const EvalRecords& records) {
+  std::vector<GradedSample> graded;
+  const auto& results = *records.results;
+  graded.reserve(results.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& problem = (*records.problems)[r.request_index];
+    GradedSample s;
+    s.problem_id = problem.id;
+    s.tags = problem_tags(problem);
+    s.kind = (*records.grades)[i].kind;
+    s.extracted = (*records.grades)[i].prediction_answer;
+    s.tokens = static_cast<int64_t>(r.token_ids.size());
+    s.truncated = r.finish_reason == generation::FinishReason::kLength;
+    graded.push_back(std::move(s));
+  }
+  return graded;
+}
+
+io::Json model_quantization(const std::filesystem::path& model_dir) {
+  if (std::filesystem::exists(model_dir / "manifest.json")) {
+    const auto manifest = io::read_manifest(model_dir);
+    if (manifest.contains("config") && manifest["config"].contains("quant"))
+      return manifest["config"]["quant"];
+  }
+  const auto config = io::read_json_file(model_dir / "config.json");
+  if (config.contains("quantization_config")) return config["quantization_config"];
+  return nullptr;
+}
+
+void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
+                        const EvalSummary& summary) {
+  std::filesystem::create_directories(options.out_dir);
+  write_samples_jsonl(options.out_dir / "samples.jsonl", records);
+  write_results_h5(options.out_dir / "results.h5", options, records);
+
+  io::Json config;
+  config["benchmark"] = options.benchmark.name;
+  config["data"] = options.data_path.string();
+  config["limit"] = options.limit;
+  config["model"] = options.model_dir.string();
+  config["quant"] = model_quantization(options.model_dir);
+  config["prompt"] = prompt_json(options.prompt);
+  config["sampling"] = sampling_json(options.sampling);
+  config["dtype"] = std::string(c10::toString(options.dtype));
+  config["device"] = options.device.str();
+
+  io::Json summary_file = config;
+  summary_file["metrics"] = summary_json(summary);
+  io::Json timing;
+  timing["generation_seconds"] = records.generation_seconds;
+  timing["generated_tokens"] = records.generated_tokens;
+  timing["tokens_per_second"] =
+      records.generation_seconds > 0 ? records.generated_tokens / records.generation_seconds : 0.0;
+  timing["grading_seconds"] = records.grading_seconds;
+  summary_file["timing"] = timing;
+  io::write_text_atomically(options.out_dir / "summary.json", summary_file.dump(2) + "\n");
+
+  io::Manifest manifest;
+  manifest.tool = "eval-math";
+  manifest.inputs["model"] = options.model_dir.string();
+  manifest.inputs["data"] = options.data_path.string();
+  manifest.config = config;
+  manifest.metrics = metrics_json(summary.overall);
+  io::write_manifest(options.out_dir, manifest);
+}
+
+}  // namespace rqat::eval

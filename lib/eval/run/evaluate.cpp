@@ -1,0 +1,133 @@
+#include "eval/run/evaluate.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ostream>
+
+#include "chat/chat_template.h"
+#include "eval/run/eval_outputs.h"
+#include "generation/generate_command.h"
+#include "generation/generation_engine.h"
+#include "io/error.h"
+#include "model/model_dir.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rqat::eval {
+
+std::string build_user_message(const std::string& problem, const PromptOptions& prompt) {
+  if (prompt.instruction.empty()) return problem;
+  return problem + "\n" + prompt.instruction;
+}
+
+uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id) {
+  // FNV-1a over the id, then a splitmix64 finalizer mixing in the run seed: stable across
+  // platforms and standard libraries (std::hash is neither).
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : problem_id) h = (h ^ c) * 0x100000001b3ULL;
+  uint64_t z = h + run_seed * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+namespace {
+
+std::vector<std::string> render_prompts(const std::vector<BenchmarkProblem>& problems,
+                                        const EvalRunOptions& options, bool& add_special_tokens) {
+  std::vector<std::string> prompts;
+  prompts.reserve(problems.size());
+  if (!options.prompt.use_chat_template) {
+    add_special_tokens = true;
+    for (const auto& p : problems)
+      prompts.push_back(build_user_message(p.problem, options.prompt) + "\n");
+    return prompts;
+  }
+  std::optional<std::filesystem::path> override_file;
+  if (!options.prompt.chat_template_file.empty()) override_file = options.prompt.chat_template_file;
+  const auto chat = chat::ChatTemplate::load(options.model_dir, override_file);
+  add_special_tokens = false;  // the template writes BOS itself where the family has one
+  for (const auto& p : problems) {
+    std::vector<chat::Message> messages;
+    if (!options.prompt.system_prompt.empty())
+      messages.push_back({"system", options.prompt.system_prompt});
+    messages.push_back({"user", build_user_message(p.problem, options.prompt)});
+    prompts.push_back(
+        chat.render(messages, {/*add_generation_prompt=*/true, options.prompt.enable_thinking}));
+  }
+  return prompts;
+}
+
+}  // namespace
+
+EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
+  if (options.out_dir.empty()) fail("--out is required");
+  if (options.max_batch < 1) fail("--max-batch must be >= 1, got {}", options.max_batch);
+  auto problems = load_benchmark(options.data_path, options.benchmark);
+  if (options.limit > 0 && options.limit < problems.size()) problems.resize(options.limit);
+  if (problems.empty()) fail("{}: no problems to evaluate", options.data_path.string());
+  for (int k : options.ks)
+    if (k < 1 || k > options.sampling.n)
+      fail("--k {} must be within 1..--n ({})", k, options.sampling.n);
+
+  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
+  bool add_special_tokens = true;
+  const auto prompts = render_prompts(problems, options, add_special_tokens);
+  auto model =
+      model::load_causal_lm(options.model_dir, model::LoadOptions{options.dtype, options.device});
+
+  std::vector<generation::GenerationRequest> requests(problems.size());
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    auto& request = requests[i];
+    for (const auto id : tokenizer->encode(prompts[i], add_special_tokens))
+      request.prompt_ids.push_back(id);
+    request.num_samples = options.sampling.n;
+    request.seed = problem_seed(options.sampling.seed, problems[i].id);
+    request.params.temperature = options.sampling.temperature;
+    request.params.top_p = options.sampling.top_p;
+    request.params.top_k = options.sampling.top_k;
+    request.params.min_p = options.sampling.min_p;
+    request.params.max_new_tokens = options.sampling.max_new_tokens;
+    request.params.stop_token_ids = generation::model_stop_token_ids(model->config());
+  }
+
+  out << fmt::format("eval-math: {} problems x {} samples of {} ({}) with {}\n", problems.size(),
+                     options.sampling.n, options.benchmark.name, options.data_path.string(),
+                     options.model_dir.string());
+  generation::EngineOptions engine_options;
+  engine_options.max_batch = options.max_batch;
+  engine_options.show_progress = options.show_progress;
+  generation::GenerationEngine engine(*model, tokenizer, engine_options);
+  const auto results = engine.generate(requests);
+
+  const auto grading_start = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, std::string>> pairs;
+  pairs.reserve(results.size());
+  for (const auto& r : results) pairs.emplace_back(r.text, problems[r.request_index].gold);
+  const auto grades = grade_batch(pairs, options.grade_threads, options.grade);
+  const double grading_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - grading_start).count();
+
+  EvalRecords records;
+  records.problems = &problems;
+  records.prompts = &prompts;
+  records.results = &results;
+  records.grades = &grades;
+  records.generation_seconds = engine.stats().seconds;
+  records.generated_tokens = engine.stats().generated_tokens;
+  records.grading_seconds = grading_seconds;
+  std::vector<GradedSample> graded = graded_samples(records);
+  const EvalSummary summary = summarize_samples(graded, options.ks);
+  write_eval_outputs(options, records, summary);
+
+  out << format_summary_table(summary, options.benchmark.name);
+  out << fmt::format(
+      "generated {} tokens in {:.1f} s ({:.1f} tokens/s); graded {} samples in {:.2f} s\n",
+      records.generated_tokens, records.generation_seconds,
+      records.generation_seconds > 0 ? records.generated_tokens / records.generation_seconds : 0.0,
+      grades.size(), grading_seconds);
+  out << fmt::format("wrote {}\n", options.out_dir.string());
+  return summary;
+}
+
+}  // namespace rqat::eval

@@ -1,0 +1,60 @@
+// The eval-math run: a model directory on a benchmark. Each problem is rendered with the model's
+// chat template and the instruction, sampled n times by the generation engine, graded, and
+// summarized; the outputs (docs/evaluation.md) are samples.jsonl, summary.json, results.h5 and
+// manifest.json in the output directory, and a console table.
+#pragma once
+
+#include <ATen/core/ScalarType.h>
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "eval/benchmark.h"
+#include "eval/grader.h"
+#include "eval/run/sampling_protocol.h"
+#include "eval/sample_summary.h"
+
+namespace rqat::eval {
+
+inline constexpr const char* kDefaultInstruction =
+    "Please reason step by step, and put your final answer within \\boxed{}.";
+
+struct PromptOptions {
+  bool use_chat_template = true;   // false: "{problem}\n{instruction}\n" as plain text with BOS
+  std::string chat_template_file;  // placeholder template instead of the model's ("" = none)
+  std::string system_prompt;       // "" = no system message (as R1's usage notes recommend)
+  std::string instruction = kDefaultInstruction;  // appended to the problem; "" = none
+  bool enable_thinking = true;                    // Qwen3 enable_thinking
+};
+
+struct EvalRunOptions {
+  std::filesystem::path model_dir;
+  std::filesystem::path out_dir;
+  BenchmarkSpec benchmark;  // name and fields
+  std::filesystem::path data_path;
+  std::size_t limit = 0;  // first N problems (0: all)
+  PromptOptions prompt;
+  SamplingSettings sampling;
+  std::vector<int> ks;  // pass@k / maj@k (empty: 1, 2, 4, ..., n)
+  int64_t max_batch = 16;
+  unsigned grade_threads = 0;  // 0: all cores
+  GradeOptions grade;
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::kCPU;
+  bool show_progress = true;
+};
+
+// The rendered prompt text of one problem (for tests and for --dry-run style inspection).
+std::string build_user_message(const std::string& problem, const PromptOptions& prompt);
+
+// The generator seed of every sample of a problem: a hash of (run seed, problem id), so a
+// problem's samples do not change when --limit or the order of the file changes.
+uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id);
+
+// Runs the evaluation, writes the outputs and prints the tables to `out`; returns the summary.
+EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out);
+
+}  // namespace rqat::eval

@@ -1,0 +1,246 @@
+// See gptq.h. Layout of the work: W (rows, cols) float32 row-major, processed in the column order
+// `order` (the act-order permutation or the identity). Inside a block of columns every row is
+// independent (its group parameters, its codes and its error updates depend on that row only),
+// so the column-by-column part runs as plain loops over one row at a time, in parallel over rows,
+// with the row's block slice in L1 instead of one rank-1 tensor update per column over the whole
+// block. The updates of the later blocks are one matrix product per block (the "lazy batch").
+#include "quant/gptq.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "io/error.h"
+#include "quant/uniform_quantizer.h"
+
+namespace rqat::quant {
+
+namespace {
+
+void check_arguments(const at::Tensor& weight, const at::Tensor& hessian, const QuantSpec& spec,
+                     const GptqOptions& options) {
+  spec.validate("quant");
+  if (weight.dim() != 2 || !c10::isFloatingType(weight.scalar_type()))
+    fail("gptq: the weight must be a 2-D float tensor (out, in), got {} dims of {}", weight.dim(),
+         c10::toString(weight.scalar_type()));
+  const int64_t in = weight.size(1);
+  if (hessian.dim() != 2 || hessian.size(0) != in || hessian.size(1) != in ||
+      !c10::isFloatingType(hessian.scalar_type()))
+    fail("gptq: the Hessian must be a float ({0}, {0}) tensor for a weight with {0} inputs", in);
+  if (!(options.damp_percent >= 0) || !std::isfinite(options.damp_percent))
+    fail("gptq: damp_percent = {} (must be a finite number >= 0)", options.damp_percent);
+  if (options.block_size < 1) fail("gptq: block_size = {} (must be >= 1)", options.block_size);
+  if (options.max_damp_retries < 0)
+    fail("gptq: max_damp_retries = {} (must be >= 0)", options.max_damp_retries);
+}
+
+// Upper Cholesky factor U of (H + damp I)^-1 (U^T U = H^-1), raising damp until both
+// factorizations succeed. Overwrites H's diagonal.
+at::Tensor inverse_cholesky_upper(at::Tensor& h, const GptqOptions& options, GptqReport& report) {
+  auto diag = h.diagonal();
+  const auto undamped = diag.clone();
+  const float mean = undamped.mean().item<float>();
+  if (!(mean > 0))
+    fail("gptq: the Hessian's mean diagonal is {} (a Hessian 2 X X^T / n has a positive one)",
+         mean);
+  double fraction = options.damp_percent;
+  for (int attempt = 0;; ++attempt) {
+    const float damp = static_cast<float>(fraction * mean);
+    diag.copy_(undamped + damp);
+    auto [lower, info] = at::linalg_cholesky_ex(h, /*upper=*/false, /*check_errors=*/false);
+    if (info.item<int>() == 0) {
+      at::Tensor inverse = at::cholesky_inverse(lower);
+      lower = at::Tensor();  // peak memory: H, H^-1 and U, each in^2 floats
+      auto [upper, info_inv] =
+          at::linalg_cholesky_ex(inverse, /*upper=*/true, /*check_errors=*/false);
+      if (info_inv.item<int>() == 0 && at::isfinite(upper).all().item<bool>()) {
+        report.damp_used = fraction;
+        report.damp_value = damp;
+        report.damp_increases = attempt;
+        return upper.contiguous();
+      }
+    }
+    if (attempt >= options.max_damp_retries)
+      fail(
+          "gptq: the Hessian is not positive definite even with damping {} x mean(diag H) after {} "
+          "increases (too few calibration samples, or non-finite activations?)",
+          fraction, attempt);
+    fraction = fraction > 0 ? fraction * kDampRetryFactor : kDampRetryStart;
+  }
+}
+
+}  // namespace
+
+QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
+                              const GptqOptions& options, GptqReport* report_out) {
+  const auto start = std::chrono::steady_clock::now();
+  check_arguments(weight, hessian, spec, options);
+  // A model's weight usually requires grad: without this guard every in-place update below would
+  // be recorded for autograd.
+  at::NoGradGuard no_grad;
+  GptqReport report;
+  // Own float32 CPU copies: W and H are modified in place. H is the caller's own tensor when
+  // nobody else holds it (passed with std::move or as a temporary): then its memory is reused.
+  at::Tensor w_tensor = weight.to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
+  at::Tensor h = std::move(hessian);
+  const bool reusable = h.use_count() == 1 && h.storage().use_count() == 1 && h.is_cpu() &&
+                        h.scalar_type() == at::kFloat && h.is_contiguous() && !h.requires_grad() &&
+                        (!h.is_inference() || c10::InferenceMode::is_enabled());
+  if (!reusable) h = h.to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
+  if (!at::isfinite(w_tensor).all().item<bool>())
+    fail("gptq: the weight holds NaN or infinite values");
+  if (!at::isfinite(h).all().item<bool>())
+    fail("gptq: the Hessian holds NaN or infinite values (non-finite calibration activations?)");
+  const int64_t rows = w_tensor.size(0), cols = w_tensor.size(1);
+
+  // Dead columns: no input ever reached them, so their weights do not matter; zero them and give
+  // H a unit diagonal there so that it stays invertible.
+  {
+    auto dead = h.diagonal() == 0;
+    report.dead_columns = dead.sum().item<int64_t>();
+    if (report.dead_columns > 0) {
+      h.diagonal().masked_fill_(dead, 1.0);
+      w_tensor.masked_fill_(dead.unsqueeze(0), 0.0);
+    }
+  }
+
+  const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);
+  auto scales = at::zeros({rows, groups}, at::kFloat),
+       zeros = at::zeros({rows, groups}, at::kFloat);
+  if (options.static_groups) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t begin = g * group, width = std::min(group, cols - begin);
+      RowParams p = find_row_params(w_tensor.narrow(1, begin, width), spec);
+      scales.select(1, g).copy_(p.scales);
+      zeros.select(1, g).copy_(p.zeros);
+    }
+  }
+
+  // Processing order. A stable sort keeps equal diagonals (e.g. dead columns) in column order.
+  at::Tensor order;
+  if (options.act_order) {
+    order = at::argsort(h.diagonal(), /*stable=*/true, /*dim=*/0, /*descending=*/true);
+    w_tensor = w_tensor.index_select(1, order).contiguous();
+    h = h.index_select(0, order).index_select(1, order).contiguous();
+  } else {
+    order = at::arange(cols, at::kLong);
+  }
+  const int64_t* order_ptr = order.data_ptr<int64_t>();
+  // Group of the column processed j-th: static groups keep the original columns' groups; dynamic
+  // groups are consecutive runs of the processing order.
+  std::vector<int64_t> group_of(cols);
+  for (int64_t j = 0; j < cols; ++j)
+    group_of[j] = (options.static_groups ? order_ptr[j] : j) / group;
+
+  at::Tensor u = inverse_cholesky_upper(h, options, report);
+  h = at::Tensor();
+
+  const int64_t block = std::min(options.block_size, cols);
+  auto codes = at::empty({rows, cols}, at::kByte);
+  auto err = at::zeros({rows, block}, at::kFloat);  // scaled errors (w - q) / U_jj of a block
+  auto output = options.return_output ? at::empty({rows, cols}, at::kFloat) : at::Tensor();
+  std::vector<double> row_loss(rows, 0.0);
+
+  float* w = w_tensor.data_ptr<float>();
+  const float* u_ptr = u.data_ptr<float>();
+  uint8_t* code_ptr = codes.data_ptr<uint8_t>();
+  float* err_ptr = err.data_ptr<float>();
+  float* out_ptr = options.return_output ? output.data_ptr<float>() : nullptr;
+  float* scale_ptr = scales.data_ptr<float>();
+  float* zero_ptr = zeros.data_ptr<float>();
+  const float max_code = static_cast<float>(spec.max_code());
+
+  // (scale, zero) of the group starting at processing position j of block [i1, i2), from the
+  // group's current weights: columns inside the block are already updated in place; later ones
+  // still lack the lazy update of this block's columns before j, applied here to a copy.
+  auto find_dynamic_group = [&](int64_t j, int64_t i1, int64_t i2) {
+    const int64_t width = std::min(group, cols - j);
+    const int64_t inside = std::min(width, i2 - j);
+    at::Tensor current = w_tensor.narrow(1, j, inside);
+    if (width > inside) {
+      at::Tensor later = w_tensor.narrow(1, i2, width - inside);
+      if (j > i1)
+        later = at::addmm(later, err.narrow(1, 0, j - i1),
+                          u.narrow(0, i1, j - i1).narrow(1, i2, width - inside), 1, -1);
+      current = at::cat({current, later}, 1);
+    }
+    RowParams p = find_row_params(current, spec);
+    scales.select(1, group_of[j]).copy_(p.scales);
+    zeros.select(1, group_of[j]).copy_(p.zeros);
+  };
+
+  // Columns [a, b) of block [i1, i2): quantize column by column and spread each column's error
+  // over the rest of the block (the paper's inner loop), one row at a time.
+  auto quantize_columns = [&](int64_t a, int64_t b, int64_t i1, int64_t i2) {
+    const int64_t grain = std::max<int64_t>(1, 4096 / ((b - a) * (i2 - a)));
+    at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        float* wr = w + r * cols;
+        float* er = err_ptr + r * block;
+        double loss = 0;
+        for (int64_t j = a; j < b; ++j) {
+          const int64_t g = r * groups + group_of[j];
+          const float scale = scale_ptr[g], zero = zero_ptr[g];
+          const float x = wr[j];
+          const float q = quantize_code(x, scale, zero, max_code);
+          const float dq = (q - zero) * scale;  // as QuantizedWeight::dequantize computes it
+          const float d = u_ptr[j * cols + j];
+          const float e = (x - dq) / d;
+          code_ptr[r * cols + j] = static_cast<uint8_t>(q);
+          if (out_ptr != nullptr) out_ptr[r * cols + j] = dq;
+          er[j - i1] = e;
+          loss += 0.5 * static_cast<double>(x - dq) * (x - dq) / (static_cast<double>(d) * d);
+          const float* ur = u_ptr + j * cols;
+          for (int64_t c = j + 1; c < i2; ++c) wr[c] -= e * ur[c];
+        }
+        row_loss[r] += loss;
+      }
+    });
+  };
+
+  for (int64_t i1 = 0; i1 < cols; i1 += block) {
+    const int64_t i2 = std::min(i1 + block, cols);
+    for (int64_t j = i1; j < i2;) {
+      int64_t next = i2;
+      if (!options.static_groups) {
+        if (j % group == 0) find_dynamic_group(j, i1, i2);
+        next = std::min(i2, (j / group + 1) * group);
+      }
+      quantize_columns(j, next, i1, i2);
+      j = next;
+    }
+    if (i2 < cols) {
+      // The lazy batch update: W[:, i2:] -= Err[:, :count] U[i1:i2, i2:].
+      w_tensor.narrow(1, i2, cols - i2)
+          .addmm_(err.narrow(1, 0, i2 - i1), u.narrow(0, i1, i2 - i1).narrow(1, i2, cols - i2), 1,
+                  -1);
+    }
+  }
+
+  QuantizedWeight result;
+  result.bits = spec.bits;
+  result.group_size = spec.group_size;
+  result.scales = scales;
+  result.zeros = zeros;
+  if (options.act_order) {
+    auto inverse = at::argsort(order);  // processing position of each original column
+    result.codes = codes.index_select(1, inverse);
+    if (options.return_output) output = output.index_select(1, inverse);
+    result.g_idx = options.static_groups ? contiguous_group_index(cols, spec.group_size)
+                                         : at::floor_divide(inverse, group).to(at::kInt);
+  } else {
+    result.codes = codes;
+    result.g_idx = contiguous_group_index(cols, spec.group_size);
+  }
+  for (double l : row_loss) report.loss += l;
+  report.output = output;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (report_out != nullptr) *report_out = std::move(report);
+  return result;
+}
+
+}  // namespace rqat::quant

@@ -1,0 +1,329 @@
+// See gptq_checkpoint.h.
+#include "quant/gptq_checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "io/checkpoint.h"
+#include "io/error.h"
+#include "model/model_dir.h"
+#include "model/packed_gptq_linear.h"
+
+namespace rqat::quant {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kDecoderBlockPrefix = "model.layers.";
+
+bool sequential_g_idx(const QuantizedWeight& w) {
+  if (!w.g_idx.defined()) return true;
+  const int64_t in = w.codes.size(1);
+  const int64_t group = w.group_size > 0 ? w.group_size : in;
+  return at::equal(w.g_idx.to(at::kCPU, at::kLong), at::arange(in, at::kLong).div(group, "floor"));
+}
+
+uint64_t bytes_of(const at::Tensor& t) {
+  return t.numel() * t.element_size();
+}
+
+// "model.layers.3.mlp.down_proj" -> {"3", "mlp.down_proj"}; nullopt outside the decoder blocks.
+std::optional<std::pair<std::string, std::string>> split_block_name(const std::string& name) {
+  if (!name.starts_with(kDecoderBlockPrefix)) return std::nullopt;
+  const size_t start = std::string_view(kDecoderBlockPrefix).size();
+  const size_t dot = name.find('.', start);
+  if (dot == std::string::npos) return std::nullopt;
+  return std::make_pair(name.substr(start, dot - start), name.substr(dot + 1));
+}
+
+std::string regex_escape(const std::string& text) {
+  static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
+  return std::regex_replace(text, special, R"(\$&)");
+}
+
+// How the peers learn which linear layers of the blocks stay in full precision:
+// "modules_in_block_to_quantize" (optimum, transformers, vLLM) when every block quantizes the same
+// layers, and GPTQModel's "dynamic" negative patterns ("-:regex": {}) for every layer left out.
+void describe_quantized_set(const std::vector<std::string>& block_linears,
+                            const std::set<std::string>& quantized, io::Json& config) {
+  std::map<std::string, std::set<std::string>> per_block;  // block -> quantized local names
+  std::set<std::string> all_local;
+  io::Json dynamic = io::Json::object();
+  for (const auto& name : block_linears) {
+    const auto split = split_block_name(name);
+    if (!split) continue;
+    per_block[split->first];  // every block appears, even with nothing quantized
+    all_local.insert(split->second);
+    if (quantized.count(name)) {
+      per_block[split->first].insert(split->second);
+    } else {
+      dynamic["-:^" + regex_escape(name) + "$"] = io::Json::object();
+    }
+  }
+  if (dynamic.empty()) return;  // everything quantized: the loaders' default
+  config["dynamic"] = dynamic;
+  const auto& first = per_block.begin()->second;
+  const bool uniform = std::all_of(per_block.begin(), per_block.end(),
+                                   [&](const auto& item) { return item.second == first; });
+  if (uniform && !first.empty()) {
+    io::Json names = io::Json::array();
+    for (const auto& local : first) names.push_back(local);
+    config["modules_in_block_to_quantize"] = io::Json::array({names});
+  }
+}
+
+const io::Json* find_key(const io::Json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
+                                         const std::map<std::string, QuantizedWeight>& layers,
+                                         const QuantSpec& spec, const fs::path& dir,
+                                         const GptqExportOptions& options) {
+  if (layers.empty()) fail("{}: no quantized layers to export", dir.string());
+  // linear_layers() hands out mutable slots; only names are read here.
+  std::vector<std::string> linear_names;
+  for (const auto& slot :
+       const_cast<model::CausalLM&>(model).linear_layers(/*include_lm_head=*/true))
+    linear_names.push_back(slot.name);
+  const std::set<std::string> linear_set(linear_names.begin(), linear_names.end());
+
+  io::NamedTensors state = model.state_tensors();
+  std::map<std::string, at::Tensor> state_by_name(state.begin(), state.end());
+
+  GptqExportSummary summary;
+  GptqPackOptions pack_options;
+  pack_options.format = options.format;
+  pack_options.allow_v1_zero_wrap = options.allow_v1_zero_wrap;
+  pack_options.round_scales_to_fp16 = options.round_scales_to_fp16;
+  std::map<std::string, GptqPackedLayer> packed;
+  bool any_permuted = false;
+  for (const auto& [name, weight] : layers) {
+    if (linear_set.count(name) == 0)
+      fail("{}: not a linear layer of this model (tied lm_head or misspelled?)", name);
+    if (weight.bits != spec.bits || weight.group_size != spec.group_size) {
+      fail("{}: quantized with {} bits and group size {}, but the spec says {} and {}", name,
+           weight.bits, weight.group_size, spec.bits, spec.group_size);
+    }
+    if (!weight.codes.defined() || weight.codes.dim() != 2)
+      fail("{}: codes must be an (out, in) matrix", name);
+    // Shape of the dense layer: NAME.weight, or the packed layer's own.
+    int64_t out = -1, in = -1;
+    if (auto it = state_by_name.find(name + ".weight"); it != state_by_name.end()) {
+      out = it->second.size(0);
+      in = it->second.size(1);
+    } else if (const auto modules = model.named_modules();
+               const auto* module = modules.find(name)) {
+      if (auto layer = std::dynamic_pointer_cast<model::PackedGptqLinear>(*module)) {
+        out = layer->out_features();
+        in = layer->in_features();
+      }
+    }
+    if (weight.codes.size(0) != out || weight.codes.size(1) != in) {
+      fail("{}: codes have shape {}, but the layer is ({}, {})", name,
+           c10::str(weight.codes.sizes()), out, in);
+    }
+    if (spec.symmetric && weight.zeros.defined() &&
+        !weight.zeros.eq(double(int64_t{1} << (weight.bits - 1))).all().item<bool>()) {
+      fail(
+          "{}: the spec is symmetric but some zero points differ from {}, which sym=true GPTQ "
+          "kernels assume",
+          name, int64_t{1} << (weight.bits - 1));
+    }
+    packed[name] = pack_gptq_layer(weight, name, pack_options);
+    any_permuted = any_permuted || !sequential_g_idx(weight);
+    const at::Tensor scales = weight.scales.to(at::kCPU, at::kFloat);
+    const double rounding =
+        ((packed[name].scales.t().to(at::kFloat) - scales).abs() / scales).max().item<double>();
+    summary.max_scale_rounding = std::max(summary.max_scale_rounding, rounding);
+  }
+  if (options.desc_act == false && any_permuted)
+    fail("{}: desc_act = false, but some layer's g_idx is permuted (act-order)", dir.string());
+  summary.desc_act = options.desc_act.value_or(any_permuted);
+
+  const at::ScalarType dtype = options.dtype.value_or(model.options().dtype().toScalarType());
+  std::set<std::string> buffers;
+  for (const auto& item : model.named_buffers(/*recurse=*/true)) buffers.insert(item.key());
+  static const std::set<std::string> kPackedSuffixes = {"weight", "qweight", "qzeros", "scales",
+                                                        "g_idx"};
+  io::NamedTensors tensors;
+  std::set<std::string> emitted;
+  for (const auto& [name, tensor] : state) {
+    const size_t dot = name.rfind('.');
+    const std::string module = dot == std::string::npos ? "" : name.substr(0, dot);
+    const std::string suffix = dot == std::string::npos ? name : name.substr(dot + 1);
+    if (layers.count(module) && kPackedSuffixes.count(suffix)) {
+      // The layer's dense (or previously packed) weight is replaced by its packed tensors.
+      if (emitted.insert(module).second) {
+        const GptqPackedLayer& p = packed.at(module);
+        for (const auto& [part, t] : {std::pair{"qweight", p.qweight},
+                                      {"qzeros", p.qzeros},
+                                      {"scales", p.scales},
+                                      {"g_idx", p.g_idx}}) {
+          tensors.emplace_back(module + "." + part, t);
+          summary.packed_bytes += bytes_of(t);
+        }
+      }
+      continue;
+    }
+    // Buffers (packed tensors of layers loaded from a GPTQ checkpoint) keep their dtype.
+    at::Tensor stored =
+        tensor.detach().to(at::kCPU, buffers.count(name) ? tensor.scalar_type() : dtype);
+    summary.full_precision_bytes += bytes_of(stored);
+    tensors.emplace_back(name, stored);
+  }
+  summary.quantized_layers = static_cast<int64_t>(emitted.size());
+
+  io::Json qc = io::Json::object();
+  qc["quant_method"] = "gptq";
+  qc["bits"] = spec.bits;
+  qc["group_size"] = spec.group_size;
+  qc["desc_act"] = summary.desc_act;
+  qc["sym"] = spec.symmetric;
+  qc["lm_head"] = layers.count("lm_head") > 0;
+  // GPTQModel, vLLM and older transformers read "checkpoint_format"; transformers' GPTQConfig
+  // also writes the same value as "format".
+  qc["checkpoint_format"] = gptq_format_name(options.format);
+  qc["format"] = gptq_format_name(options.format);
+  qc["pack_dtype"] = "int32";
+  if (options.true_sequential) qc["true_sequential"] = *options.true_sequential;
+  if (options.damp_percent) qc["damp_percent"] = *options.damp_percent;
+  std::vector<std::string> block_linears;
+  for (const auto& name : linear_names)
+    if (split_block_name(name)) block_linears.push_back(name);
+  describe_quantized_set(block_linears, std::set<std::string>(emitted.begin(), emitted.end()), qc);
+  io::Json meta = {{"quantizer", io::Json::array({"rqat"})},
+                   {"method", options.method},
+                   {"mse", spec.clip_search}};
+  if (options.damp_percent) meta["damp_percent"] = *options.damp_percent;
+  if (options.static_groups) meta["static_groups"] = *options.static_groups;
+  if (options.true_sequential) meta["true_sequential"] = *options.true_sequential;
+  qc["meta"] = meta;
+
+  model::ModelConfig config = model.config();
+  config.torch_dtype = model::hf_dtype_name(dtype);
+  if (!config.raw.is_object()) config.raw = io::Json::object();
+  config.raw["quantization_config"] = qc;
+  // Weights first: config.json is what marks the directory as a (complete) GPTQ checkpoint.
+  io::write_checkpoint(dir, tensors, options.max_shard_bytes);
+  model::save_model_config(config, dir);
+  return summary;
+}
+
+std::optional<GptqCheckpointConfig> read_gptq_config(const io::Json& config_json,
+                                                     const std::string& where) {
+  const io::Json* qc =
+      config_json.is_object() ? find_key(config_json, "quantization_config") : nullptr;
+  if (qc == nullptr || qc->is_null()) return std::nullopt;
+  if (!qc->is_object()) fail("{}: quantization_config is not an object", where);
+  const auto field = [&](const char* key) {
+    return fmt::format("{}: quantization_config.{}", where, key);
+  };
+  const io::Json* method = find_key(*qc, "quant_method");
+  if (method == nullptr || !method->is_string())
+    fail("{} is missing or not a string", field("quant_method"));
+  if (method->get<std::string>() != "gptq") {
+    fail("{} is '{}'; rqat loads only 'gptq' quantized checkpoints", field("quant_method"),
+         method->get<std::string>());
+  }
+  GptqCheckpointConfig c;
+  const io::Json* bits = find_key(*qc, "bits");
+  if (bits == nullptr || !bits->is_number_integer())
+    fail("{} is missing or not an integer", field("bits"));
+  c.bits = bits->get<int>();
+  if (c.bits != 2 && c.bits != 3 && c.bits != 4 && c.bits != 8)
+    fail("{} = {} is not supported (2, 3, 4 or 8)", field("bits"), c.bits);
+  const io::Json* group = find_key(*qc, "group_size");
+  if (group == nullptr || !group->is_number_integer())
+    fail("{} is missing or not an integer", field("group_size"));
+  c.group_size = group->get<int64_t>();
+  if (c.group_size != -1 && c.group_size <= 0)
+    fail("{} = {} is neither positive nor -1", field("group_size"), c.group_size);
+  for (const auto& [key, target] : {std::pair{"sym", &c.sym}, {"desc_act", &c.desc_act}}) {
+    if (const io::Json* v = find_key(*qc, key)) {
+      if (!v->is_boolean()) fail("{} is not a boolean", field(key));
+      *target = v->get<bool>();
+    }
+  }
+  const io::Json* format = find_key(*qc, "checkpoint_format");
+  const char* format_key = "checkpoint_format";
+  if (format == nullptr) {
+    format = find_key(*qc, "format");
+    format_key = "format";
+  }
+  if (format != nullptr) {
+    if (!format->is_string()) fail("{} is not a string", field(format_key));
+    c.format = parse_gptq_format(format->get<std::string>(), field(format_key));
+  }
+  if (const io::Json* pack = find_key(*qc, "pack_dtype")) {
+    if (!pack->is_string() || pack->get<std::string>() != "int32")
+      fail("{} = {}: rqat reads int32 packing only", field("pack_dtype"), pack->dump());
+  }
+  if (const io::Json* dynamic = find_key(*qc, "dynamic");
+      dynamic != nullptr && !dynamic->is_null()) {
+    if (!dynamic->is_object()) fail("{} is not an object", field("dynamic"));
+    for (const auto& [pattern, override_] : dynamic->items()) {
+      // "-:" patterns only mark layers left in full precision (they have no qweight).
+      if (!pattern.starts_with("-:") && !(override_.is_object() && override_.empty())) {
+        fail("{}: per-module override '{}' is not supported (one bits/group_size per checkpoint)",
+             field("dynamic"), pattern);
+      }
+    }
+  }
+  return c;
+}
+
+bool is_gptq_checkpoint(const fs::path& dir) {
+  const fs::path config = dir / "config.json";
+  if (!fs::is_regular_file(config)) return false;
+  const io::Json json = io::read_json_file(config);
+  if (!json.is_object()) return false;
+  const io::Json* qc = find_key(json, "quantization_config");
+  if (qc == nullptr || !qc->is_object()) return false;
+  const io::Json* method = find_key(*qc, "quant_method");
+  return method != nullptr && method->is_string() && method->get<std::string>() == "gptq";
+}
+
+std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model, const fs::path& dir,
+                                                   const GptqCheckpointConfig& config) {
+  io::CheckpointReader checkpoint(dir);
+  const std::string where = dir.string();
+  std::vector<std::string> replaced;
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) {
+    const std::string& name = slot.name;
+    if (!checkpoint.contains(name + ".qweight")) continue;
+    if (checkpoint.contains(name + ".weight"))
+      fail("{}: layer '{}' is stored both packed (qweight) and dense (weight)", where, name);
+    GptqPackedLayer packed;
+    packed.qweight = checkpoint.tensor(name + ".qweight");
+    for (const auto& [part, target] :
+         {std::pair{"qzeros", &packed.qzeros}, {"scales", &packed.scales}}) {
+      if (!checkpoint.contains(name + "." + part))
+        fail("{}: tensor '{}.{}' is missing (the layer has a qweight)", where, name, part);
+      *target = checkpoint.tensor(name + "." + part);
+    }
+    if (checkpoint.contains(name + ".g_idx")) packed.g_idx = checkpoint.tensor(name + ".g_idx");
+    const auto& dense = *slot.layer;
+    auto layer = std::make_shared<model::PackedGptqLinear>(
+        name, packed, config.bits, config.group_size, config.format, dense->in_features(),
+        dense->out_features(), dense->bias().has_value(), model.options());
+    model.replace_linear(slot, layer);
+    replaced.push_back(name);
+  }
+  if (replaced.empty())
+    fail(
+        "{}: config.json declares a GPTQ quantization, but no tensor is a packed '.qweight' of "
+        "one of the model's linear layers",
+        where);
+  return replaced;
+}
+
+}  // namespace rqat::quant

@@ -1,0 +1,280 @@
+#include "quant/ptq.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <ostream>
+
+#include "io/error.h"
+#include "quant/capturing_linear.h"
+#include "quant/hessian.h"
+#include "quant/rtn.h"
+
+namespace rqat::quant {
+
+PtqMethod parse_ptq_method(const std::string& name) {
+  if (name == "rtn") return PtqMethod::kRtn;
+  if (name == "gptq") return PtqMethod::kGptq;
+  if (name == "awq") return PtqMethod::kAwq;
+  fail("--method must be rtn, gptq or awq, got '{}'", name);
+}
+
+const char* ptq_method_name(PtqMethod method) {
+  switch (method) {
+    case PtqMethod::kRtn:
+      return "rtn";
+    case PtqMethod::kGptq:
+      return "gptq";
+    case PtqMethod::kAwq:
+      return "awq";
+  }
+  return "?";
+}
+
+const std::vector<std::vector<std::string>>& sequential_groups() {
+  static const std::vector<std::vector<std::string>> groups = {
+      {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+      {"self_attn.o_proj"},
+      {"mlp.gate_proj", "mlp.up_proj"},
+      {"mlp.down_proj"}};
+  return groups;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+model::DenseLinear& dense_layer(const model::LinearSlot& slot) {
+  auto* d = dynamic_cast<model::DenseLinear*>(slot.layer->get());
+  if (d == nullptr)
+    fail("ptq: layer {} is not a plain linear layer (already quantized?)", slot.name);
+  return *d;
+}
+
+// The slots of block `index` by local name ("self_attn.q_proj").
+std::map<std::string, model::LinearSlot> block_slots(std::vector<model::LinearSlot>& all,
+                                                     int64_t index) {
+  const std::string prefix = fmt::format("model.layers.{}.", index);
+  std::map<std::string, model::LinearSlot> slots;
+  for (auto& slot : all)
+    if (slot.name.rfind(prefix, 0) == 0) slots.emplace(slot.name.substr(prefix.size()), slot);
+  return slots;
+}
+
+// The calibration batches of one block: hidden states in, and the attention context per batch.
+struct BlockData {
+  std::vector<at::Tensor> hidden;  // (b, T, hidden) each
+  std::vector<model::AttentionContext> contexts;
+  int64_t bytes() const {
+    int64_t total = 0;
+    for (const auto& h : hidden) total += h.numel() * h.element_size();
+    return total;
+  }
+};
+
+void run_block(model::DecoderLayer& layer, int64_t index, const BlockData& data) {
+  for (std::size_t b = 0; b < data.hidden.size(); ++b)
+    layer.forward(data.hidden[b], data.contexts[b], index);
+}
+
+// Rounds scales to float16 (as GPTQ checkpoints store them) and returns the weight the codes then
+// stand for.
+at::Tensor finalize(QuantizedWeight& q) {
+  q.scales = q.scales.to(at::kHalf).to(at::kFloat);
+  return q.dequantize();
+}
+
+double relative_error(const at::Tensor& w, const at::Tensor& q, const at::Tensor& h) {
+  // ||(W - Q) X||^2 / ||W X||^2 = tr(D H D^T) / tr(W H W^T) with H = 2 X X^T / n.
+  const auto d = (w - q).to(at::kDouble);
+  const auto wd = w.to(at::kDouble);
+  const auto hd = h.to(at::kDouble);
+  const double num = (at::matmul(d, hd) * d).sum().item<double>();
+  const double den = (at::matmul(wd, hd) * wd).sum().item<double>();
+  return den > 0 ? num / den : (num > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+}
+
+void log_layer(std::ostream& log, const LayerReport& r) {
+  std::string line = fmt::format("  {:<40} {:>6}x{:<6}", r.name, r.out_features, r.in_features);
+  if (!std::isnan(r.relative_error)) line += fmt::format(" rel.err {:.3e}", r.relative_error);
+  if (!std::isnan(r.damp_used) && (r.damp_increases > 0 || r.dead_columns > 0))
+    line += fmt::format(" damp {:.3g} (+{}), dead columns {}", r.damp_used, r.damp_increases,
+                        r.dead_columns);
+  line += fmt::format(" {:.2f} s\n", r.seconds);
+  log << line << std::flush;
+}
+
+class Quantizer {
+ public:
+  Quantizer(model::CausalLM& model, const PtqOptions& options, std::ostream& log, PtqResult& result)
+      : model_(model), options_(options), log_(log), result_(result) {}
+
+  // Quantizes one layer from its weight and (optional) Hessian and writes the result back.
+  void quantize_layer(const model::LinearSlot& slot, const at::Tensor& hessian) {
+    auto& layer = dense_layer(slot);
+    const auto start = Clock::now();
+    const auto w = layer.effective_weight().detach().to(at::kFloat);
+    LayerReport report;
+    report.name = slot.name;
+    report.out_features = w.size(0);
+    report.in_features = w.size(1);
+    QuantizedWeight q;
+    if (options_.method == PtqMethod::kGptq) {
+      GptqReport gptq;
+      q = gptq_quantize(w, hessian.clone(), options_.spec, options_.gptq, &gptq);
+      report.damp_used = gptq.damp_used;
+      report.damp_increases = gptq.damp_increases;
+      report.dead_columns = gptq.dead_columns;
+    } else {
+      q = rtn_quantize(w, options_.spec);
+    }
+    const auto dequantized = finalize(q).to(w.device());
+    if (hessian.defined())
+      report.relative_error = relative_error(w, dequantized, hessian.to(w.device()));
+    layer.assign_weight(dequantized);
+    report.seconds = seconds_since(start);
+    if (options_.verbose) log_layer(log_, report);
+    result_.layers[slot.name] = std::move(q);
+    result_.reports.push_back(std::move(report));
+  }
+
+ private:
+  model::CausalLM& model_;
+  const PtqOptions& options_;
+  std::ostream& log_;
+  PtqResult& result_;
+};
+
+void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOptions& options) {
+  options.spec.validate("--");
+  if (options.batch_size < 1) fail("--batch-size must be >= 1, got {}", options.batch_size);
+  const bool needs_data = options.method != PtqMethod::kRtn;
+  if (!ids.defined()) {
+    if (needs_data)
+      fail("--method {} needs calibration data (--calib FILE)", ptq_method_name(options.method));
+    return;
+  }
+  if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 1)
+    fail("calibration ids must be (samples, tokens), got {}", c10::str(ids.sizes()));
+  if (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= model.config().vocab_size)
+    fail("calibration ids fall outside the model's vocabulary of {}", model.config().vocab_size);
+  int64_t selected = 0;
+  for (const auto& slot : model.linear_layers(true)) selected += options.spec.quantizes(slot.name);
+  if (selected == 0) fail("the quantization spec selects no linear layer of this model");
+}
+
+}  // namespace
+
+PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_ids,
+                         const PtqOptions& options, std::ostream& log) {
+  check_inputs(model, calibration_ids, options);
+  at::NoGradGuard no_grad;
+  PtqResult result;
+  Quantizer quantizer(model, options, log, result);
+  const auto start = Clock::now();
+  auto slots = model.linear_layers(/*include_lm_head=*/true);
+
+  if (!calibration_ids.defined()) {  // RTN from the weights alone
+    for (const auto& slot : slots)
+      if (options.spec.quantizes(slot.name)) quantizer.quantize_layer(slot, {});
+    result.seconds = seconds_since(start);
+    return result;
+  }
+
+  const auto device = model.options().device();
+  const auto ids = calibration_ids.to(device);
+  BlockData data;
+  for (int64_t begin = 0; begin < ids.size(0); begin += options.batch_size) {
+    const auto batch = ids.slice(0, begin, std::min(begin + options.batch_size, ids.size(0)));
+    data.contexts.push_back(model.sequence_context(batch));
+    data.hidden.push_back(model.embed(batch));
+  }
+
+  for (int64_t index = 0; index < model.num_layers(); ++index) {
+    auto& layer = model.layer(index);
+    auto local = block_slots(slots, index);
+    const std::string prefix = fmt::format("model.layers.{}.", index);
+    if (options.verbose) log << fmt::format("block {}/{}\n", index + 1, model.num_layers());
+    int64_t captured_bytes = 0;
+
+    if (options.method == PtqMethod::kAwq) {
+      // One pass capturing every layer's input statistics, then the scale search and folding.
+      AwqBlockInputs inputs;
+      const int64_t total_rows = ids.size(0) * ids.size(1);
+      const int64_t stride =
+          std::max<int64_t>(1, (total_rows + options.awq.max_rows - 1) / options.awq.max_rows);
+      std::map<std::string, std::vector<at::Tensor>> kept;
+      std::vector<std::unique_ptr<ScopedCapture>> captures;
+      for (auto& [name, slot] : local) {
+        captures.push_back(
+            std::make_unique<ScopedCapture>(slot, [&, name = name](const at::Tensor& x) {
+              const auto rows = x.reshape({-1, x.size(-1)}).to(at::kFloat);
+              auto sum = rows.abs().sum(0);
+              auto& mean = inputs.channel_mean_abs[name];
+              mean = mean.defined() ? mean + sum : sum;
+              kept[name].push_back(rows.slice(0, 0, rows.size(0), stride));
+            }));
+      }
+      run_block(layer, index, data);
+      captures.clear();
+      for (auto& [name, parts] : kept) {
+        inputs.rows[name] = at::cat(parts, 0);
+        inputs.channel_mean_abs[name] =
+            inputs.channel_mean_abs[name] / static_cast<double>(total_rows);
+        captured_bytes += inputs.rows[name].numel() * 4;
+      }
+      auto groups = awq_scale_block(layer, prefix, inputs, options.spec, options.awq);
+      for (auto& g : groups) {
+        if (options.verbose)
+          log << fmt::format("  awq {} -> {}: alpha {:.2f}, loss {:.4g} -> {:.4g}\n", g.previous,
+                             fmt::join(g.layers, ", "), g.alpha, g.loss_identity, g.loss_best);
+        g.previous = prefix + g.previous;
+        result.awq_groups.push_back(std::move(g));
+      }
+    }
+
+    for (const auto& group : sequential_groups()) {
+      std::vector<std::string> names;
+      for (const auto& name : group)
+        if (local.count(name) && options.spec.quantizes(prefix + name)) names.push_back(name);
+      if (names.empty()) continue;
+      std::map<std::string, HessianAccumulator> hessians;
+      {
+        std::vector<std::unique_ptr<ScopedCapture>> captures;
+        for (const auto& name : names) {
+          auto& acc = hessians.try_emplace(name, local.at(name).layer->get()->in_features(), device)
+                          .first->second;
+          captures.push_back(std::make_unique<ScopedCapture>(
+              local.at(name), [&acc](const at::Tensor& x) { acc.add(x); }));
+        }
+        run_block(layer, index, data);
+      }
+      for (const auto& name : names) {
+        const auto& h = hessians.at(name).hessian();
+        captured_bytes = std::max(captured_bytes, h.numel() * 4);
+        quantizer.quantize_layer(local.at(name), h);
+      }
+    }
+    // The next block's inputs come from this block with its quantized weights.
+    for (std::size_t b = 0; b < data.hidden.size(); ++b)
+      data.hidden[b] = layer.forward(data.hidden[b], data.contexts[b], index);
+    result.peak_activation_bytes =
+        std::max(result.peak_activation_bytes, 2 * data.bytes() + captured_bytes);
+  }
+  // lm_head (only when the spec asks for it): its inputs are the final normed hidden states.
+  for (auto& slot : slots) {
+    if (slot.name != "lm_head" || !options.spec.quantizes(slot.name)) continue;
+    HessianAccumulator acc(slot.layer->get()->in_features(), device);
+    for (const auto& h : data.hidden) acc.add(model.model->norm->forward(h));
+    quantizer.quantize_layer(slot, acc.hessian());
+  }
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace rqat::quant

@@ -1,0 +1,133 @@
+// See quant_spec.h. Field names in errors and in JSON are the C++ member names, so a message about
+// "quant.group_size" points at the same key in a manifest and in a YAML config.
+#include "quant/quant_spec.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "io/error.h"
+
+namespace rqat::quant {
+
+namespace {
+
+// "bits" under "" , "quant.bits" under "quant", "--bits" under "--", "x.bits" under "x.".
+std::string field_name(std::string_view where, std::string_view field) {
+  if (where.empty()) return std::string(field);
+  // Command-line flags spell fields with dashes: --group-size.
+  if (where == "--") {
+    std::string flag = fmt::format("--{}", field);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+  }
+  const char last = where.back();
+  if (last == '.' || last == '-') return fmt::format("{}{}", where, field);
+  return fmt::format("{}.{}", where, field);
+}
+
+void check_patterns(const std::vector<std::string>& patterns, std::string_view where,
+                    std::string_view field) {
+  for (std::size_t i = 0; i < patterns.size(); ++i) {
+    try {
+      std::regex re(patterns[i], std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      fail("{}[{}]: '{}' is not a valid regular expression ({})", field_name(where, field), i,
+           patterns[i], e.what());
+    }
+  }
+}
+
+bool matches_any(const std::vector<std::string>& patterns, std::string_view name) {
+  for (const auto& pattern : patterns) {
+    if (std::regex_match(name.begin(), name.end(), std::regex(pattern, std::regex::ECMAScript)))
+      return true;
+  }
+  return false;
+}
+
+std::vector<std::string> string_list(const io::Json& value, const std::string& name) {
+  if (!value.is_array()) fail("{} must be a list of strings, got {}", name, value.dump());
+  std::vector<std::string> out;
+  for (const auto& item : value) {
+    if (!item.is_string()) fail("{} must be a list of strings, got {}", name, value.dump());
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t QuantSpec::num_groups(int64_t in_features) const {
+  if (in_features <= 0) return 0;
+  const int64_t group = effective_group_size(in_features);
+  return (in_features + group - 1) / group;  // the last group may be smaller
+}
+
+int64_t QuantSpec::effective_group_size(int64_t in_features) const {
+  return group_size == -1 ? in_features : group_size;
+}
+
+bool QuantSpec::quantizes(std::string_view module_name) const {
+  return matches_any(include, module_name) && !matches_any(exclude, module_name);
+}
+
+void QuantSpec::validate(std::string_view where) const {
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
+    fail("{} = {}: supported bit widths are 2, 3, 4 and 8", field_name(where, "bits"), bits);
+  if (group_size != -1 && group_size < 1) {
+    fail("{} = {}: must be -1 (one group per output row) or a positive number of input columns",
+         field_name(where, "group_size"), group_size);
+  }
+  check_patterns(include, where, "include");
+  check_patterns(exclude, where, "exclude");
+}
+
+io::Json QuantSpec::to_json() const {
+  io::Json json;
+  json["bits"] = bits;
+  json["group_size"] = group_size;
+  json["symmetric"] = symmetric;
+  json["clip_search"] = clip_search;
+  json["include"] = include;
+  json["exclude"] = exclude;
+  return json;
+}
+
+QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
+  if (!json.is_object())
+    fail("{} must be an object with the quantization spec, got {}", where, json.dump());
+  QuantSpec spec;
+  for (const auto& [key, value] : json.items()) {
+    const std::string name = field_name(where, key);
+    if (key == "bits") {
+      if (!value.is_number_integer()) fail("{} must be an integer, got {}", name, value.dump());
+      spec.bits = value.get<int>();
+    } else if (key == "group_size") {
+      if (!value.is_number_integer()) fail("{} must be an integer, got {}", name, value.dump());
+      spec.group_size = value.get<int64_t>();
+    } else if (key == "symmetric" || key == "clip_search") {
+      if (!value.is_boolean()) fail("{} must be true or false, got {}", name, value.dump());
+      (key == "symmetric" ? spec.symmetric : spec.clip_search) = value.get<bool>();
+    } else if (key == "include" || key == "exclude") {
+      (key == "include" ? spec.include : spec.exclude) = string_list(value, name);
+    } else {
+      fail("{}: unknown key (known: bits, group_size, symmetric, clip_search, include, exclude)",
+           name);
+    }
+  }
+  spec.validate(where);
+  return spec;
+}
+
+std::string QuantSpec::describe() const {
+  std::string out = group_size == -1 ? fmt::format("W{} per-channel", bits)
+                                     : fmt::format("W{}G{}", bits, group_size);
+  out += symmetric ? " sym" : " asym";
+  if (clip_search) out += " clip";
+  return out;
+}
+
+}  // namespace rqat::quant

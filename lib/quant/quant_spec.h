@@ -1,0 +1,44 @@
+// What a weight quantization is: bits, group size, symmetric or asymmetric, clipping search, and
+// which linear layers it applies to. One QuantSpec is used by every tool (ptq, qat-*, grpo,
+// eval-math) and written into every artifact's manifest, so a stage can tell exactly what the
+// previous one did.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/json_file.h"
+
+namespace rqat::quant {
+
+struct QuantSpec {
+  int bits = 4;              // 2, 3, 4 or 8
+  int64_t group_size = 128;  // consecutive input columns sharing (scale, zero); -1: one per row
+  bool symmetric = false;    // asymmetric (integer zero point) by default
+  bool clip_search = false;  // shrink the range to minimize the weight's squared error (GPTQ mse)
+  // Which linear layers are quantized, as ECMAScript regexes matched against the whole Hugging
+  // Face module name (e.g. "model.layers.3.self_attn.q_proj"). A layer is quantized when it
+  // matches some include pattern and no exclude pattern. Default: every linear layer inside the
+  // decoder blocks; embeddings and lm_head stay in full precision.
+  std::vector<std::string> include = {R"(model\.layers\.\d+\..*)"};
+  std::vector<std::string> exclude = {};
+
+  int64_t max_code() const { return (int64_t{1} << bits) - 1; }
+  // Number of groups along an input dimension of `in_features` (the last one may be smaller).
+  int64_t num_groups(int64_t in_features) const;
+  // Effective group size for `in_features` (group_size, or in_features when -1).
+  int64_t effective_group_size(int64_t in_features) const;
+  bool quantizes(std::string_view module_name) const;
+
+  // Throws rqat::Error naming the field (prefixed by `where`, e.g. "--bits" or "quant.bits").
+  void validate(std::string_view where = "") const;
+
+  io::Json to_json() const;
+  static QuantSpec from_json(const io::Json& json, std::string_view where);
+  // "W4G128 asym", "W3 per-channel sym clip" ...
+  std::string describe() const;
+};
+
+}  // namespace rqat::quant

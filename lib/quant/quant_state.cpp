@@ -1,0 +1,63 @@
+#include "quant/quant_state.h"
+
+#include <set>
+
+#include "io/error.h"
+#include "io/safetensors.h"
+
+namespace rqat::quant {
+
+void save_quant_state(const std::filesystem::path& dir, const QuantState& state) {
+  io::NamedTensors tensors;
+  for (const auto& [name, q] : state.layers) {
+    q.validate(name);
+    tensors.emplace_back(name + ".codes", q.codes.to(at::kByte).cpu());
+    tensors.emplace_back(name + ".scales", q.scales.to(at::kFloat).cpu());
+    tensors.emplace_back(name + ".zeros", q.zeros.to(at::kFloat).cpu());
+    tensors.emplace_back(name + ".g_idx", q.g_idx.to(at::kInt).cpu());
+  }
+  std::filesystem::create_directories(dir);
+  io::save_safetensors(dir / kQuantStateFile, tensors,
+                       {{"format", "pt"}, {"rqat.quant_spec", state.spec.to_json().dump()}});
+}
+
+QuantState load_quant_state(const std::filesystem::path& dir) {
+  const auto path = dir / kQuantStateFile;
+  if (!std::filesystem::exists(path))
+    fail("{}: no quantized state in this directory", path.string());
+  const auto file = io::SafetensorsFile::open(path);
+  QuantState state;
+  const auto spec_text = file->metadata().find("rqat.quant_spec");
+  if (spec_text == file->metadata().end())
+    fail("{}: metadata lacks rqat.quant_spec", path.string());
+  io::Json spec_json;
+  try {
+    spec_json = io::Json::parse(spec_text->second);
+  } catch (const std::exception& e) {
+    fail("{}: rqat.quant_spec is not valid JSON: {}", path.string(), e.what());
+  }
+  state.spec = QuantSpec::from_json(spec_json, path.string() + ": rqat.quant_spec");
+  std::set<std::string> names;
+  for (const auto& entry : file->entries()) {
+    const auto dot = entry.name.rfind('.');
+    if (dot == std::string::npos) fail("{}: unexpected tensor {}", path.string(), entry.name);
+    names.insert(entry.name.substr(0, dot));
+  }
+  for (const auto& name : names) {
+    QuantizedWeight q;
+    for (const char* part : {"codes", "scales", "zeros", "g_idx"})
+      if (!file->contains(name + "." + part))
+        fail("{}: layer {} lacks {}.{}", path.string(), name, name, part);
+    q.codes = file->tensor(name + ".codes").clone();
+    q.scales = file->tensor(name + ".scales").clone();
+    q.zeros = file->tensor(name + ".zeros").clone();
+    q.g_idx = file->tensor(name + ".g_idx").clone();
+    q.bits = state.spec.bits;
+    q.group_size = state.spec.group_size;
+    q.validate(path.string() + ": " + name);
+    state.layers.emplace(name, std::move(q));
+  }
+  return state;
+}
+
+}  // namespace rqat::quant

@@ -1,0 +1,30 @@
+// The quantized state of one linear layer, as it flows from ptq into QAT, evaluation and export:
+// integer codes, per-group scales and zero points, and the group of every input column (g_idx,
+// which act-order makes non-monotonic). The weight it stands for is
+//   W[r, c] = (codes[r, c] - zeros[r, g_idx[c]]) * scales[r, g_idx[c]].
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+namespace rqat::quant {
+
+struct QuantizedWeight {
+  at::Tensor codes;   // (out, in) uint8, each in [0, 2^bits - 1]
+  at::Tensor scales;  // (out, groups) float32, > 0
+  at::Tensor zeros;   // (out, groups) float32, integral, in [0, 2^bits - 1]
+  at::Tensor g_idx;   // (in) int32, group of each input column
+  int bits = 4;
+  int64_t group_size = 128;  // as in the QuantSpec (-1: per channel)
+
+  int64_t out_features() const { return codes.size(0); }
+  int64_t in_features() const { return codes.size(1); }
+  // The float32 (out, in) weight the codes stand for.
+  at::Tensor dequantize() const;
+  // Throws rqat::Error (naming `name`) when shapes, dtypes or ranges are inconsistent.
+  void validate(const std::string& name) const;
+};
+
+}  // namespace rqat::quant

@@ -1,0 +1,19 @@
+// Round-to-nearest (RTN) weight quantization: every group of every row gets its own
+// (scale, zero) from its own weights (min-max, or the clipping search of spec.clip_search), and
+// every weight is rounded to the nearest code. The baseline of the PTQ methods and the last step
+// of AWQ.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include "quant/quant_spec.h"
+#include "quant/quantized_weight.h"
+
+namespace rqat::quant {
+
+// weight: (out, in), any float dtype, any device (computed in float32; results on weight's
+// device). g_idx[c] = c / group_size; the last group is smaller when group_size does not divide
+// in. Throws rqat::Error for an invalid spec or non-finite weights.
+QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec);
+
+}  // namespace rqat::quant

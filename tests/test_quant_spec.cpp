@@ -1,0 +1,184 @@
+// QuantSpec: validation errors name the field, JSON round trip and its errors, which module names
+// are quantized by default and with overrides, group counts for uneven groups, describe().
+#include <ATen/ATen.h>
+
+#include "quant/quant_spec.h"
+#include "quant/quantized_weight.h"
+#include "test_util.h"
+
+using rqat::quant::QuantizedWeight;
+using rqat::quant::QuantSpec;
+using rqat::test::require_error;
+
+TEST_CASE("quant spec: defaults are valid and quantize only decoder-block linears") {
+  QuantSpec spec;
+  spec.validate();
+  CHECK(spec.bits == 4);
+  CHECK(spec.group_size == 128);
+  CHECK_FALSE(spec.symmetric);
+  CHECK(spec.max_code() == 15);
+  for (const char* name : {"model.layers.0.self_attn.q_proj", "model.layers.17.mlp.down_proj",
+                           "model.layers.3.self_attn.o_proj"}) {
+    INFO(name);
+    CHECK(spec.quantizes(name));
+  }
+  for (const char* name : {"lm_head", "model.embed_tokens", "model.norm", "layers.0.mlp.up_proj",
+                           "xmodel.layers.0.mlp.up_proj"}) {
+    INFO(name);
+    CHECK_FALSE(spec.quantizes(name));
+  }
+}
+
+TEST_CASE("quant spec: include and exclude patterns override the default") {
+  QuantSpec spec;
+  spec.exclude = {R"(.*\.mlp\.down_proj)", R"(model\.layers\.0\..*)"};
+  CHECK(spec.quantizes("model.layers.1.mlp.up_proj"));
+  CHECK_FALSE(spec.quantizes("model.layers.1.mlp.down_proj"));
+  CHECK_FALSE(spec.quantizes("model.layers.0.self_attn.k_proj"));
+  spec.include = {"lm_head"};
+  spec.exclude = {};
+  CHECK(spec.quantizes("lm_head"));
+  CHECK_FALSE(spec.quantizes("model.layers.1.mlp.up_proj"));
+  // A pattern matches the whole name, not a part of it.
+  spec.include = {"up_proj"};
+  CHECK_FALSE(spec.quantizes("model.layers.1.mlp.up_proj"));
+}
+
+TEST_CASE("quant spec: groups, including an uneven last group") {
+  QuantSpec spec;
+  spec.group_size = 32;
+  CHECK(spec.num_groups(172) == 6);  // stories260K down_proj: 5 groups of 32 and one of 12
+  CHECK(spec.num_groups(128) == 4);
+  CHECK(spec.num_groups(1) == 1);
+  CHECK(spec.effective_group_size(172) == 32);
+  spec.group_size = -1;
+  CHECK(spec.num_groups(172) == 1);
+  CHECK(spec.effective_group_size(172) == 172);
+  spec.group_size = 256;
+  CHECK(spec.num_groups(172) == 1);
+}
+
+TEST_CASE("quant spec: validation errors name the field") {
+  for (int bits : {0, 1, 5, 6, 7, 9, 16}) {
+    QuantSpec spec;
+    spec.bits = bits;
+    require_error([&] { spec.validate("quant"); }, {"quant.bits", std::to_string(bits)});
+    require_error([&] { spec.validate("--"); }, {"--bits"});
+  }
+  for (int64_t group : {0, -2, -128}) {
+    QuantSpec spec;
+    spec.group_size = group;
+    require_error([&] { spec.validate("run.yaml: quant"); },
+                  {"run.yaml: quant.group_size", std::to_string(group)});
+  }
+  QuantSpec spec;
+  spec.exclude = {"ok", "model.layers.(["};
+  require_error([&] { spec.validate("quant"); }, {"quant.exclude[1]", "model.layers.(["});
+  spec.exclude = {};
+  spec.include = {"*bad"};
+  require_error([&] { spec.validate(""); }, {"include[0]", "*bad"});
+  for (int bits : {2, 3, 4, 8}) {
+    for (int64_t group : {-1, 1, 32, 64, 128, 172}) {
+      QuantSpec good;
+      good.bits = bits;
+      good.group_size = group;
+      good.validate();
+    }
+  }
+}
+
+TEST_CASE("quant spec: JSON round trip and errors naming the key") {
+  QuantSpec spec;
+  spec.bits = 3;
+  spec.group_size = -1;
+  spec.symmetric = true;
+  spec.clip_search = true;
+  spec.include = {R"(model\.layers\.\d+\.mlp\..*)"};
+  spec.exclude = {"lm_head", R"(.*down_proj)"};
+  const auto json = spec.to_json();
+  const std::string text = json.dump();
+  const auto back = QuantSpec::from_json(rqat::io::Json::parse(text), "manifest.json: quant");
+  CHECK(back.bits == 3);
+  CHECK(back.group_size == -1);
+  CHECK(back.symmetric);
+  CHECK(back.clip_search);
+  CHECK(back.include == spec.include);
+  CHECK(back.exclude == spec.exclude);
+  CHECK(back.to_json().dump() == text);
+  // Absent keys keep their defaults.
+  const auto partial = QuantSpec::from_json(rqat::io::Json::parse(R"({"bits": 2})"), "q");
+  CHECK(partial.bits == 2);
+  CHECK(partial.group_size == 128);
+  CHECK(partial.include == QuantSpec{}.include);
+
+  using rqat::io::Json;
+  require_error([] { QuantSpec::from_json(Json::parse(R"({"bits": 4, "groupsize": 64})"), "q"); },
+                {"q.groupsize", "unknown key"});
+  require_error([] { QuantSpec::from_json(Json::parse(R"({"bits": "4"})"), "q"); },
+                {"q.bits", "integer"});
+  require_error([] { QuantSpec::from_json(Json::parse(R"({"bits": 5})"), "cfg: quant"); },
+                {"cfg: quant.bits", "5"});
+  require_error([] { QuantSpec::from_json(Json::parse(R"({"symmetric": 1})"), "q"); },
+                {"q.symmetric"});
+  require_error([] { QuantSpec::from_json(Json::parse(R"({"exclude": ["a", 3]})"), "q"); },
+                {"q.exclude"});
+  require_error([] { QuantSpec::from_json(Json::parse(R"({"include": ["(("]})"), "q"); },
+                {"q.include[0]"});
+  require_error([] { QuantSpec::from_json(Json::parse("[4]"), "q"); }, {"q", "object"});
+}
+
+TEST_CASE("quant spec: describe") {
+  QuantSpec spec;
+  CHECK(spec.describe() == "W4G128 asym");
+  spec.bits = 3;
+  spec.group_size = -1;
+  spec.symmetric = true;
+  spec.clip_search = true;
+  CHECK(spec.describe() == "W3 per-channel sym clip");
+  spec.bits = 2;
+  spec.group_size = 32;
+  spec.symmetric = false;
+  spec.clip_search = false;
+  CHECK(spec.describe() == "W2G32 asym");
+}
+
+TEST_CASE("quantized weight: dequantize follows g_idx, validate names the problem") {
+  // 2 rows, 5 columns, two groups assigned out of order (as act-order does).
+  QuantizedWeight q;
+  q.bits = 2;
+  q.group_size = 3;
+  q.codes = at::tensor({0, 1, 2, 3, 1, 3, 2, 1, 0, 2}, at::kByte).view({2, 5});
+  q.scales = at::tensor({0.5f, 2.0f, 0.25f, 1.0f}).view({2, 2});
+  q.zeros = at::tensor({1.0f, 2.0f, 0.0f, 3.0f}).view({2, 2});
+  q.g_idx = at::tensor({1, 0, 0, 1, 0}, at::kInt);
+  q.validate("layer");
+  // W[r, c] = (codes[r, c] - zeros[r, g]) * scales[r, g], g = g_idx[c], written out by hand.
+  auto expected = at::tensor({(0 - 2) * 2.0f, (1 - 1) * 0.5f, (2 - 1) * 0.5f, (3 - 2) * 2.0f,
+                              (1 - 1) * 0.5f, (3 - 3) * 1.0f, (2 - 0) * 0.25f, (1 - 0) * 0.25f,
+                              (0 - 3) * 1.0f, (2 - 0) * 0.25f})
+                      .view({2, 5});
+  CHECK(at::equal(q.dequantize(), expected));
+  CHECK(q.out_features() == 2);
+  CHECK(q.in_features() == 5);
+
+  auto broken = q;
+  broken.codes = q.codes.clone();
+  broken.codes[0][0] = 4;
+  require_error([&] { broken.validate("model.layers.0.mlp.up_proj"); },
+                {"model.layers.0.mlp.up_proj", "codes"});
+  broken = q;
+  broken.g_idx = at::tensor({1, 0, 2, 1, 0}, at::kInt);
+  require_error([&] { broken.validate("L"); }, {"L", "g_idx"});
+  broken = q;
+  broken.zeros = q.zeros + 0.5;
+  require_error([&] { broken.validate("L"); }, {"L", "zeros"});
+  broken = q;
+  broken.scales = -q.scales;
+  require_error([&] { broken.validate("L"); }, {"L", "scales"});
+  broken = q;
+  broken.group_size = 2;  // 5 inputs in groups of 2 would need 3 groups
+  require_error([&] { broken.validate("L"); }, {"L", "groups"});
+  broken = q;
+  broken.scales = q.scales.to(at::kDouble);
+  require_error([&] { broken.validate("L"); }, {"L", "scales"});
+}
