@@ -1,0 +1,240 @@
+// See fake_quant_linear.h. The forward and backward are plain ATen ops, so the same code runs on
+// the CPU and on CUDA tensors; the backward recomputes the codes from the saved inputs instead of
+// saving masks, trading one extra elementwise pass for (out, in)-sized saved tensors.
+#include "quant/fake_quant_linear.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <cmath>
+
+#include "io/error.h"
+#include "quant/rtn.h"
+#include "quant/uniform_quantizer.h"
+
+namespace rqat::quant {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, const at::Tensor& scales,
+                            const at::Tensor& zeros, const at::Tensor& index, int64_t max_code,
+                            const at::Tensor& grad_scale) {
+    ctx->save_for_backward({w, scales, zeros, index, grad_scale});
+    ctx->saved_data["max_code"] = max_code;
+    auto s = scales.index_select(1, index), z = zeros.index_select(1, index);
+    // Same operations in the same order as quantize_to_codes + QuantizedWeight::dequantize, so
+    // that export reproduces this result bit for bit.
+    auto q = at::clamp(at::round(w / s) + z, 0, max_code);
+    return (q - z) * s;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &w = saved[0], &scales = saved[1], &zeros = saved[2], &index = saved[3],
+                     &grad_scale = saved[4];
+    const int64_t max_code = ctx->saved_data["max_code"].toInt();
+    const at::Tensor& grad = grad_outputs[0];
+    auto s = scales.index_select(1, index), z = zeros.index_select(1, index);
+    auto v = w / s;
+    auto rounded = at::round(v);
+    auto code = rounded + z;  // before clamping
+    auto below = code<0, above = code> max_code;
+    auto inside = at::logical_not(at::logical_or(below, above));
+    auto zero = at::zeros_like(grad);
+
+    at::Tensor grad_w, grad_s, grad_z;
+    if (ctx->needs_input_grad(0)) grad_w = at::where(inside, grad, zero);
+    // Sums the per-element contributions of the columns of each group into (out, groups).
+    auto per_group = [&](const at::Tensor& contribution, const at::Tensor& like) {
+      auto sum = at::zeros_like(like).index_add_(1, index, contribution);
+      return sum * grad_scale;
+    };
+    if (ctx->needs_input_grad(1)) {
+      auto ds = at::where(inside, rounded - v, at::where(below, -z, max_code - z));
+      grad_s = per_group(grad * ds, scales);
+    }
+    if (ctx->needs_input_grad(2)) grad_z = per_group(at::where(inside, zero, -grad * s), zeros);
+    return {grad_w, grad_s, grad_z, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+void check_bits(int bits, const std::string& name) {
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
+    fail("{}: bits = {} (supported: 2, 3, 4, 8)", name, bits);
+}
+
+// The value of `rounded` (no history) with the gradient of `x` passed straight through where
+// `pass` holds. Written as rounded + (x - x.detach()) so that the value is exactly `rounded`.
+at::Tensor straight_through(const at::Tensor& x, const at::Tensor& rounded,
+                            const at::Tensor& pass) {
+  auto delta = x - x.detach();
+  return rounded.detach() + at::where(pass, delta, at::zeros_like(delta));
+}
+
+}  // namespace
+
+at::Tensor fake_quantize_ste(const at::Tensor& w, const at::Tensor& scales, const at::Tensor& zeros,
+                             const at::Tensor& g_idx, int bits, const at::Tensor& grad_scale) {
+  check_bits(bits, "fake_quantize_ste");
+  if (w.dim() != 2 || !c10::isFloatingType(w.scalar_type()))
+    fail("fake_quantize_ste: the weight must be a 2-D float tensor (out, in), got {} dims",
+         w.dim());
+  if (scales.dim() != 2 || scales.size(0) != w.size(0) || zeros.sizes() != scales.sizes())
+    fail("fake_quantize_ste: scales and zeros must both be ({}, groups)", w.size(0));
+  if (scales.scalar_type() != w.scalar_type() || zeros.scalar_type() != w.scalar_type())
+    fail("fake_quantize_ste: scales and zeros must have the weight's dtype {}",
+         c10::toString(w.scalar_type()));
+  if (g_idx.dim() != 1 || g_idx.size(0) != w.size(1) ||
+      (g_idx.scalar_type() != at::kInt && g_idx.scalar_type() != at::kLong))
+    fail("fake_quantize_ste: g_idx must be an int32/int64 tensor of {} entries", w.size(1));
+  auto index = g_idx.to(w.device(), at::kLong);
+  // Custom functions take defined tensors only: "no grad scale" is a scale of 1.
+  auto scale =
+      grad_scale.defined() ? grad_scale.to(scales.options()) : at::ones({}, scales.options());
+  return FakeQuantFunction::apply(w, scales, zeros, index, (int64_t{1} << bits) - 1, scale);
+}
+
+FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight& quantized,
+                                 const std::optional<at::Tensor>& bias, FakeQuantOptions options)
+    : options_(std::move(options)), bits_(quantized.bits), group_size_(quantized.group_size) {
+  const std::string& name = options_.name;
+  quantized.validate(name);
+  if (!weight.defined() || weight.dim() != 2 || !c10::isFloatingType(weight.scalar_type()))
+    fail("{}: the weight must be a 2-D float tensor (out, in)", name);
+  if (weight.sizes() != quantized.codes.sizes())
+    fail("{}: weight shape {} does not match the quantized state's {}", name,
+         c10::str(weight.sizes()), c10::str(quantized.codes.sizes()));
+  if (!at::isfinite(weight).all().item<bool>())
+    fail("{}: the weight holds NaN or infinite values", name);
+  if (options_.mode == ScaleMode::kLearnableClip && !std::isfinite(options_.clip_init_logit))
+    fail("{}: clip_init_logit must be finite", name);
+  at::NoGradGuard no_grad;
+  const auto device = weight.device();
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  weight_ = register_parameter("weight", weight.to(f32).clone());
+  if (bias) {
+    if (!bias->defined() || bias->dim() != 1 || bias->size(0) != weight.size(0) ||
+        !c10::isFloatingType(bias->scalar_type()))
+      fail("{}: the bias must be a float tensor of {} entries", name, weight.size(0));
+    bias_ = register_parameter("bias", bias->to(f32).clone());
+  }
+  const bool lsq = options_.mode == ScaleMode::kLsq;
+  scales_ = register_parameter("scales", quantized.scales.to(f32).clone(), lsq);
+  zeros_ = register_parameter("zeros", quantized.zeros.to(f32).clone(), lsq);
+  g_idx_ = register_buffer("g_idx", quantized.g_idx.to(device, at::kInt).clone());
+  if (options_.mode == ScaleMode::kLearnableClip) {
+    clip_gamma_ =
+        register_parameter("clip_gamma", at::full(scales_.sizes(), options_.clip_init_logit, f32));
+    clip_beta_ =
+        register_parameter("clip_beta", at::full(scales_.sizes(), options_.clip_init_logit, f32));
+  }
+}
+
+std::shared_ptr<FakeQuantLinear> FakeQuantLinear::from_rtn(const at::Tensor& weight,
+                                                           const QuantSpec& spec,
+                                                           const std::optional<at::Tensor>& bias,
+                                                           FakeQuantOptions options) {
+  return std::make_shared<FakeQuantLinear>(weight, rtn_quantize(weight, spec), bias,
+                                           std::move(options));
+}
+
+std::shared_ptr<FakeQuantLinear> FakeQuantLinear::from_quantized(
+    const QuantizedWeight& quantized, const std::optional<at::Tensor>& bias,
+    FakeQuantOptions options) {
+  quantized.validate(options.name);
+  return std::make_shared<FakeQuantLinear>(quantized.dequantize(), quantized, bias,
+                                           std::move(options));
+}
+
+FakeQuantLinear::ScaleZero FakeQuantLinear::current_scale_zero() const {
+  const double maxq = static_cast<double>(max_code());
+  switch (options_.mode) {
+    case ScaleMode::kFrozen:
+      return {scales_, zeros_};
+    case ScaleMode::kLsq: {
+      // The forward uses integral zeros in [0, maxq] (so that export is exact); the gradient
+      // reaches the continuous parameter straight through the rounding, but not where the clamp
+      // holds it (it would drift further without changing the output).
+      auto rounded = at::round(zeros_.detach());
+      auto in_range = at::logical_and(rounded >= 0, rounded <= maxq);
+      return {scales_, straight_through(zeros_, at::clamp(rounded, 0, maxq), in_range)};
+    }
+    case ScaleMode::kLearnableClip: {
+      auto index = g_idx_.to(at::kLong).unsqueeze(0).expand(weight_.sizes());
+      auto none = at::zeros(scales_.sizes(), weight_.options());
+      // Per (row, group): max(w, 0) and min(w, 0), as RTN's range always holds 0.
+      auto hi = at::sigmoid(clip_gamma_) * none.scatter_reduce(1, index, weight_, "amax");
+      auto lo = at::sigmoid(clip_beta_) * none.scatter_reduce(1, index, weight_, "amin");
+      // An empty range (an all-zero group, or both logits saturated low) uses [-1, 1] like RTN:
+      // any positive scale represents zeros exactly.
+      auto empty = (hi - lo) <= 0;
+      hi = at::where(empty, at::ones_like(hi), hi);
+      lo = at::where(empty, -at::ones_like(lo), lo);
+      auto scale = (hi - lo) / maxq;
+      auto zero = -lo / scale;
+      auto rounded = at::clamp(at::round(zero.detach()), 0, maxq);
+      return {scale, straight_through(zero, rounded, at::ones_like(rounded, at::kBool))};
+    }
+  }
+  fail("{}: unknown scale mode", options_.name);
+}
+
+at::Tensor FakeQuantLinear::grad_scale() const {
+  if (options_.mode == ScaleMode::kFrozen || !options_.lsq_grad_scale) return {};
+  auto counts = at::bincount(g_idx_.to(at::kLong), {}, scales_.size(1)).to(at::kFloat);
+  return at::rsqrt(at::clamp_min(counts, 1) * static_cast<double>(max_code()));
+}
+
+at::Tensor FakeQuantLinear::fake_quantized_weight() const {
+  if (options_.mode == ScaleMode::kLsq) {
+    auto s = scales_.detach();
+    if (!(s > 0).all().item<bool>() || !at::isfinite(s).all().item<bool>())
+      fail("{}: a learned scale is no longer finite and > 0 (lower the learning rate)",
+           options_.name);
+  }
+  const ScaleZero sz = current_scale_zero();
+  return fake_quantize_ste(weight_, sz.scales, sz.zeros, g_idx_, bits_, grad_scale());
+}
+
+at::Tensor FakeQuantLinear::forward(const at::Tensor& x) {
+  if (!x.defined() || x.dim() < 1 || x.size(-1) != in_features())
+    fail("{}: the input's last dimension must be in_features = {}", options_.name, in_features());
+  if (!c10::isFloatingType(x.scalar_type()))
+    fail("{}: the input must be a float tensor, got {}", options_.name,
+         c10::toString(x.scalar_type()));
+  auto w = fake_quantized_weight().to(x.scalar_type());
+  return bias_.defined() ? at::linear(x, w, bias_.to(x.scalar_type())) : at::linear(x, w);
+}
+
+at::Tensor FakeQuantLinear::effective_weight() const {
+  at::NoGradGuard no_grad;
+  return fake_quantized_weight();
+}
+
+std::optional<at::Tensor> FakeQuantLinear::bias() const {
+  if (!bias_.defined()) return std::nullopt;
+  return bias_;
+}
+
+QuantizedWeight FakeQuantLinear::to_quantized() const {
+  at::NoGradGuard no_grad;
+  if (!at::isfinite(weight_).all().item<bool>())
+    fail("{}: the trained weight holds NaN or infinite values; cannot export", options_.name);
+  const ScaleZero sz = current_scale_zero();
+  QuantizedWeight q;
+  q.scales = sz.scales.detach().contiguous().clone();
+  q.zeros = sz.zeros.detach().contiguous().clone();
+  q.g_idx = g_idx_.clone();
+  q.codes = quantize_to_codes(weight_.detach(), q.scales, q.zeros, q.g_idx, bits_);
+  q.bits = bits_;
+  q.group_size = group_size_;
+  q.validate(options_.name);
+  return q;
+}
+
+}  // namespace rqat::quant

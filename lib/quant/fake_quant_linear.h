@@ -1,0 +1,125 @@
+// The fake-quantized linear layer of quantization-aware training (issue 6): a float32 master weight
+// that every forward pass quantizes per group, with the conventions of QuantizedWeight,
+//   q = clamp(round_half_even(w / s) + z, 0, maxq),  w_q = (q - z) * s,
+// (s, z) taken per row from the group g_idx[c] of each input column c, float32 arithmetic. The
+// backward pass is a custom autograd function:
+//   weight: the "clipped" straight-through estimator, d w_q / d w = 1 where the unclamped code
+//     round(w / s) + z lies in [0, maxq] and 0 where it is clamped: weights pushed outside the
+//     representable range [(0 - z) s, (maxq - z) s] get no gradient, so they do not drift further
+//     away while contributing nothing to the output (the usual choice of QAT codebases).
+//   scale (LSQ, Esser et al. 2020): d w_q / d s = round(w / s) - w / s inside the range,
+//     (0 - z) below it and (maxq - z) above it.
+//   zero point (LSQ+, Bhalgat et al. 2020, with the offset written as -z s): 0 inside the range (z
+//     cancels), -s where the code is clamped.
+// to_quantized() rounds the current master weight with the current (s, z) using the same float32
+// operations, so to_quantized().dequantize() equals the forward's w_q bit for bit: exporting the
+// trained layer loses nothing.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model/linear.h"
+#include "quant/quant_spec.h"
+#include "quant/quantized_weight.h"
+
+namespace rqat::quant {
+
+// Which quantization parameters train along with the weight.
+enum class ScaleMode {
+  kFrozen,  // scales and zeros fixed (default): only the weight (STE) and bias train
+  kLsq,     // scales and zero points are parameters with the LSQ/LSQ+ gradients above
+  // OmniQuant-style learnable weight clipping: per (row, group) logits gamma, beta set the range
+  // [sigmoid(beta) min(w, 0), sigmoid(gamma) max(w, 0)] of the group's current weights, from
+  // which s = range / maxq and z = round(-lo / s) follow as in RTN; gamma and beta train through
+  // the LSQ gradients of s and z (z's rounding passes the gradient straight through).
+  kLearnableClip,
+};
+
+struct FakeQuantOptions {
+  ScaleMode mode = ScaleMode::kFrozen;
+  // LSQ's gradient scale g = 1 / sqrt(N * maxq) on the scale and zero-point gradients, with N the
+  // number of weights sharing that (scale, zero) (the columns of the group). LSQ recommends it so
+  // that the step size learns at a rate comparable to the weights; off by default because AdamW
+  // normalizes gradient magnitudes anyway. Used by kLsq and kLearnableClip.
+  bool lsq_grad_scale = false;
+  // Initial gamma and beta of kLearnableClip (OmniQuant initializes to 4: sigmoid(4) = 0.982).
+  double clip_init_logit = 4.0;
+  // Names the layer in error messages (e.g. "model.layers.0.mlp.up_proj").
+  std::string name = "fake_quant_linear";
+};
+
+// The autograd-aware quantize-dequantize of the header comment, usable on its own: w (out, in),
+// scales and zeros (out, groups), all in one float dtype (the layer uses float32; tests use
+// float64 for finite differences), g_idx (in) int32 or int64. zeros are used as given (the layer
+// passes integral ones). grad_scale, when defined, multiplies the scale and zero gradients: a
+// tensor broadcastable to (out, groups). Gradients flow to every input that requires grad.
+at::Tensor fake_quantize_ste(const at::Tensor& w, const at::Tensor& scales, const at::Tensor& zeros,
+                             const at::Tensor& g_idx, int bits,
+                             const at::Tensor& grad_scale = at::Tensor());
+
+class FakeQuantLinear : public model::Linear {
+ public:
+  // weight (out, in): the master weight's initial value (the original full-precision weight, or
+  // quantized.dequantize() to start exactly at the ptq result), any float dtype, stored as
+  // float32 on its device. quantized: scales, zeros, g_idx, bits and group size (its codes only
+  // fix the shape). bias: (out) or nullopt. Throws rqat::Error naming options.name on mismatch.
+  FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight& quantized,
+                  const std::optional<at::Tensor>& bias = std::nullopt,
+                  FakeQuantOptions options = {});
+  // Scales and zeros by RTN of `weight` (spec: bits, group size, symmetric, clip search).
+  static std::shared_ptr<FakeQuantLinear> from_rtn(
+      const at::Tensor& weight, const QuantSpec& spec,
+      const std::optional<at::Tensor>& bias = std::nullopt, FakeQuantOptions options = {});
+  // Starts exactly at a ptq result (e.g. from quant_state.safetensors): weight = dequantize().
+  static std::shared_ptr<FakeQuantLinear> from_quantized(
+      const QuantizedWeight& quantized, const std::optional<at::Tensor>& bias = std::nullopt,
+      FakeQuantOptions options = {});
+
+  // x (..., in) of any float dtype -> (..., out) in x's dtype: x w_q^T + b.
+  at::Tensor forward(const at::Tensor& x) override;
+  int64_t in_features() const override { return weight_.size(1); }
+  int64_t out_features() const override { return weight_.size(0); }
+  // w_q (float32, no autograd history).
+  at::Tensor effective_weight() const override;
+  std::optional<at::Tensor> bias() const override;
+
+  // w_q with autograd history (what forward multiplies with), float32 (out, in).
+  at::Tensor fake_quantized_weight() const;
+  // Integer codes of the current weight under the current scales and zeros (zeros rounded to
+  // integers in [0, maxq], as the forward uses them). Throws if a scale is no longer > 0.
+  QuantizedWeight to_quantized() const;
+
+  // The master weight (parameter "weight"), float32 (out, in).
+  const at::Tensor& weight() const { return weight_; }
+  // Parameters "scales" and "zeros" (out, groups) float32, requires_grad only in kLsq. zeros may
+  // hold non-integral values in kLsq; the forward uses clamp(round(zeros), 0, maxq).
+  const at::Tensor& scales() const { return scales_; }
+  const at::Tensor& zeros() const { return zeros_; }
+  const at::Tensor& g_idx() const { return g_idx_; }  // buffer "g_idx", int32 (in)
+  // kLearnableClip only: parameters "clip_gamma" and "clip_beta" (out, groups); else undefined.
+  const at::Tensor& clip_gamma() const { return clip_gamma_; }
+  const at::Tensor& clip_beta() const { return clip_beta_; }
+  int bits() const { return bits_; }
+  int64_t group_size() const { return group_size_; }
+  int64_t max_code() const { return (int64_t{1} << bits_) - 1; }
+  const FakeQuantOptions& options() const { return options_; }
+
+ private:
+  struct ScaleZero {
+    at::Tensor scales, zeros;  // (out, groups), zeros integral
+  };
+  // The (s, z) the forward uses now, with autograd history to the trainable parameters.
+  ScaleZero current_scale_zero() const;
+  at::Tensor grad_scale() const;  // LSQ's g per group, or undefined
+
+  FakeQuantOptions options_;
+  int bits_;
+  int64_t group_size_;
+  at::Tensor weight_, bias_, scales_, zeros_, g_idx_, clip_gamma_, clip_beta_;
+};
+
+}  // namespace rqat::quant
