@@ -13,6 +13,7 @@
 
 int main(int argc, char** argv) {
   rqat::io::set_process_args(argc, argv);
+  rqat::cli::return_large_allocations_to_system();
   CLI::App app{"ptq: post-training weight quantization (RTN, GPTQ, AWQ) of a model directory"};
   rqat::quant::PtqCommandOptions options;
   auto& spec = options.ptq.spec;

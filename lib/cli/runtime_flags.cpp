@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
+#include <malloc.h>
+
 #include <iostream>
 
 #include "io/error.h"
@@ -45,6 +47,8 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
       ->capture_default_str();
   app.add_option("--threads", flags.threads, "CPU threads (0: all cores)")->capture_default_str();
 }
+
+void return_large_allocations_to_system() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
 int run_tool(const char* tool, const std::function<void()>& body) {
   try {

@@ -21,6 +21,13 @@ struct RuntimeFlags {
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 
+// Makes every allocation of 1 MiB or more a separate mapping that returns to the system when
+// freed. glibc otherwise raises its mmap threshold after the first large frees and serves later
+// tensors from the heap, which it keeps: quantizing a model layer by layer then peaked at the
+// model plus twice its quantized layers (measured by scripts/bench_ptq_memory) instead of the
+// model plus one block's activations. For tools that allocate and free many large tensors once.
+void return_large_allocations_to_system();
+
 // Runs a tool's body, printing rqat::Error (and other exceptions) as one line; returns the exit
 // code.
 int run_tool(const char* tool, const std::function<void()>& body);
