@@ -99,6 +99,17 @@ struct ReadContext {
   Hdf5Columns* out;
 };
 
+// A numeric dataset converted by HDF5 to `memory_type` (float64 or int64) on reading.
+template <class T>
+std::vector<T> read_numbers(hid_t dataset, hid_t memory_type, hsize_t size, const std::string& path,
+                            const std::string& name) {
+  std::vector<T> values(size);
+  if (size > 0)
+    check(H5Dread(dataset, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path,
+          "read dataset '" + name + "'");
+  return values;
+}
+
 Hdf5Column read_dataset(hid_t dataset, const std::string& path, const std::string& name) {
   Handle space(H5Dget_space(dataset), H5Sclose);
   if (H5Sget_simple_extent_ndims(space.get()) != 1)
@@ -107,20 +118,10 @@ Hdf5Column read_dataset(hid_t dataset, const std::string& path, const std::strin
   H5Sget_simple_extent_dims(space.get(), &size, nullptr);
   Handle type(H5Dget_type(dataset), H5Tclose);
   switch (H5Tget_class(type.get())) {
-    case H5T_FLOAT: {
-      std::vector<double> values(size);
-      if (size > 0)
-        check(H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
-              path, "read dataset '" + name + "'");
-      return values;
-    }
-    case H5T_INTEGER: {
-      std::vector<int64_t> values(size);
-      if (size > 0)
-        check(H5Dread(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
-              path, "read dataset '" + name + "'");
-      return values;
-    }
+    case H5T_FLOAT:
+      return read_numbers<double>(dataset, H5T_NATIVE_DOUBLE, size, path, name);
+    case H5T_INTEGER:
+      return read_numbers<int64_t>(dataset, H5T_NATIVE_INT64, size, path, name);
     case H5T_STRING: {
       if (!H5Tis_variable_str(type.get()))
         fail("{}: dataset '{}' holds fixed-length strings (rqat writes variable-length)", path,

@@ -112,12 +112,14 @@ void save_causal_lm(const CausalLM& model, const fs::path& dir, const SaveOption
   io::write_checkpoint(dir, tensors, options.max_shard_bytes);
   save_model_config(config, dir);
 
-  if (options.tokenizer_from && fs::absolute(*options.tokenizer_from) != fs::absolute(dir)) {
-    for (const char* file : kTokenizerFiles) {
-      const fs::path source = *options.tokenizer_from / file;
-      if (fs::exists(source))
-        fs::copy_file(source, dir / file, fs::copy_options::overwrite_existing);
-    }
+  if (options.tokenizer_from) copy_tokenizer_files(*options.tokenizer_from, dir);
+}
+
+void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
+  if (fs::absolute(from) == fs::absolute(to)) return;
+  for (const char* file : kTokenizerFiles) {
+    const fs::path source = from / file;
+    if (fs::exists(source)) fs::copy_file(source, to / file, fs::copy_options::overwrite_existing);
   }
 }
 

@@ -35,6 +35,10 @@ void save_causal_lm(const CausalLM& model, const std::filesystem::path& dir,
 // generation_config.json, as save_causal_lm does.
 void save_model_config(const ModelConfig& config, const std::filesystem::path& dir);
 
+// Copies the tokenizer files transformers' AutoTokenizer reads (tokenizer.json, vocab.json, ...)
+// that exist in `from` into `to`, so an artifact directory is self-contained.
+void copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to);
+
 // Moves the weights of `checkpoint` into the parameters of `model` (names, shapes checked).
 void load_weights(CausalLM& model, const std::filesystem::path& dir);
 

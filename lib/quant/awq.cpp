@@ -102,7 +102,7 @@ std::vector<AwqGroupReport> awq_scale_block(model::DecoderLayer& layer,
       const double alpha = static_cast<double>(i) / options.grid;
       const auto s = awq_scales(mean_abs, alpha);
       const double loss = search_loss(group, inputs, s, search_spec);
-      if (i == 0) report.loss_identity = search_loss(group, inputs, at::ones_like(s), search_spec);
+      if (i == 0) report.loss_identity = loss;  // alpha 0 gives s = 1 exactly: plain RTN
       if (loss < best) {
         best = loss;
         best_scale = s;

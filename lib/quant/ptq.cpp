@@ -111,8 +111,8 @@ void log_layer(std::ostream& log, const LayerReport& r) {
 
 class Quantizer {
  public:
-  Quantizer(model::CausalLM& model, const PtqOptions& options, std::ostream& log, PtqResult& result)
-      : model_(model), options_(options), log_(log), result_(result) {}
+  Quantizer(const PtqOptions& options, std::ostream& log, PtqResult& result)
+      : options_(options), log_(log), result_(result) {}
 
   // Quantizes one layer from its weight and (optional) Hessian and writes the result back.
   void quantize_layer(const model::LinearSlot& slot, const at::Tensor& hessian) {
@@ -144,7 +144,6 @@ class Quantizer {
   }
 
  private:
-  model::CausalLM& model_;
   const PtqOptions& options_;
   std::ostream& log_;
   PtqResult& result_;
@@ -175,7 +174,7 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
   check_inputs(model, calibration_ids, options);
   at::NoGradGuard no_grad;
   PtqResult result;
-  Quantizer quantizer(model, options, log, result);
+  Quantizer quantizer(options, log, result);
   const auto start = Clock::now();
   auto slots = model.linear_layers(/*include_lm_head=*/true);
 

@@ -162,12 +162,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
     const auto dir = options.out_dir / "gptq";
     const auto summary =
         export_gptq_checkpoint(*model, result.ptq.layers, ptq.spec, dir, export_options);
-    model::SaveOptions copy;
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
-                             "special_tokens_map.json", "chat_template.jinja", "tokenizer.model"})
-      if (std::filesystem::exists(options.model_dir / name))
-        std::filesystem::copy_file(options.model_dir / name, dir / name,
-                                   std::filesystem::copy_options::overwrite_existing);
+    model::copy_tokenizer_files(options.model_dir, dir);
     out << fmt::format("exported {} packed layers ({} format, {:.2f} MB packed) to {}\n",
                        summary.quantized_layers, gptq_format_name(*export_format),
                        summary.packed_bytes / 1e6, dir.string());

@@ -76,6 +76,7 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   auto model =
       model::load_causal_lm(options.model_dir, model::LoadOptions{options.dtype, options.device});
 
+  const auto stop_token_ids = generation::model_stop_token_ids(model->config());
   std::vector<generation::GenerationRequest> requests(problems.size());
   for (std::size_t i = 0; i < problems.size(); ++i) {
     auto& request = requests[i];
@@ -88,7 +89,7 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
     request.params.top_k = options.sampling.top_k;
     request.params.min_p = options.sampling.min_p;
     request.params.max_new_tokens = options.sampling.max_new_tokens;
-    request.params.stop_token_ids = generation::model_stop_token_ids(model->config());
+    request.params.stop_token_ids = stop_token_ids;
   }
 
   out << fmt::format("eval-math: {} problems x {} samples of {} ({}) with {}\n", problems.size(),
