@@ -59,5 +59,24 @@ fi
 expect_error "missing.jsonl" "$evalmath" --model "$tmp/good" --out "$tmp/e" --data "$tmp/missing.jsonl"
 expect_error "--protocol" "$evalmath" --model "$tmp/good" --out "$tmp/e" --data "$tmp/ok.jsonl" --protocol beam
 
+# rqat traces: a missing samples file is named; a line without the user turn names FILE:LINE and it.
+expect_error "missing-samples.jsonl: file not found" "$rqat" traces "$tmp/missing-samples.jsonl" --out "$tmp/traces.jsonl"
+printf '%s\n' '{"id": "1", "completion": "x", "gold": "1", "correct": true}' >"$tmp/nouser.jsonl"
+expect_error "nouser.jsonl:1: field 'user'" "$rqat" traces "$tmp/nouser.jsonl" --out "$tmp/traces.jsonl"
+[ ! -e "$tmp/traces.jsonl" ] || { echo "FAIL: rqat traces wrote $tmp/traces.jsonl before refusing"; failures=$((failures + 1)); }
+
+# qat-sft / qat-kd: flags and inputs are checked before any training; nothing is written.
+qatsft="$(dirname "$rqat")/qat-sft"
+qatkd="$(dirname "$rqat")/qat-kd"
+printf 'one document.\n\nanother one.\n' >"$tmp/train.txt"
+expect_error "--bits is required" "$qatsft" --model "$tmp/good" --out "$tmp/t" --data "$tmp/train.txt"
+expect_error "--schedule" "$qatsft" --model "$tmp/good" --out "$tmp/t" --data "$tmp/train.txt" --bits 4 --schedule step
+expect_error "--scale-mode" "$qatsft" --model "$tmp/good" --out "$tmp/t" --data "$tmp/train.txt" --bits 4 --scale-mode lsqq
+expect_error "--layout" "$qatsft" --model "$tmp/good" --out "$tmp/t" --data "$tmp/train.txt" --bits 4 --layout zigzag
+expect_error "missing-train.txt" "$qatsft" --model "$tmp/good" --out "$tmp/t" --data "$tmp/missing-train.txt" --bits 4
+expect_error "--teacher is required" "$qatkd" --model "$tmp/good" --out "$tmp/t" --data "$tmp/train.txt" --bits 4
+expect_error "--divergence" "$qatkd" --model "$tmp/good" --out "$tmp/t" --data "$tmp/train.txt" --bits 4 --divergence l2
+[ ! -e "$tmp/t" ] || { echo "FAIL: qat-sft wrote $tmp/t before refusing"; failures=$((failures + 1)); }
+
 echo "$failures failed"
 [ $failures -eq 0 ]

@@ -1,9 +1,16 @@
 // Group-wise fake quantization on the CPU: the ATen path equals the plain reference bit for bit on
-// seeded random inputs with awkward shapes, matches a hand-computed case, and rejects bad shapes.
+// seeded random inputs with awkward shapes (NaN and infinities included), matches a hand-computed
+// case, and rejects bad shapes. The fused frozen-scale STE kernels (ops/fake_quant_ste.h) equal
+// the ATen composite they replace and a plain per-element loop bit for bit, forward and backward,
+// with act-order g_idx and weights placed exactly at rounding ties and at the edges of the range.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
+#include <limits>
+
 #include "ops/fake_quant.h"
+#include "ops/fake_quant_ste.h"
 #include "test_util.h"
 
 using rqat::ops::fake_quantize_groupwise;
@@ -86,4 +93,207 @@ TEST_CASE("fake quant: bad shapes are one-line errors") {
       {"2-D"});
   rqat::test::require_error([&] { fake_quantize_groupwise(w.to(at::kDouble), s, z, 4, 32); },
                             {"dtype"});
+}
+
+TEST_CASE("fake quant: NaN and infinities take the same path in the ATen code and the reference") {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto w = at::tensor({std::nanf(""), inf, -inf, 0.3f, -0.0f, 1e30f, -1e30f, 0.01f}).view({2, 4});
+  auto scale = at::full({2, 1}, 0.05f), zero = at::full({2, 1}, 2.0f);
+  auto fast = fake_quantize_groupwise(w, scale, zero, 3, 4);
+  auto ref = fake_quantize_groupwise_ref(w, scale, zero, 3, 4);
+  CHECK(std::isnan(fast[0][0].item<float>()));
+  CHECK(at::equal(fast.view(at::kInt), ref.view(at::kInt)));
+}
+
+namespace {
+
+using rqat::ops::fake_quantize_ste_backward;
+using rqat::ops::fake_quantize_ste_backward_ref;
+using rqat::ops::fake_quantize_ste_forward;
+using rqat::ops::fake_quantize_ste_forward_ref;
+
+struct SteProblem {
+  at::Tensor w, scales, zeros, g_idx, grad;
+  int64_t max_code = 0;
+};
+
+// A weight with many hard elements. Even rows get power-of-two scales, so that w = (m + 1/2 - z) s
+// makes w / s an exact tie; odd rows get arbitrary scales (near ties). About 15% of the weights are
+// such ties with codes m + 1/2 around both ends of the range (m in -2..1 and maxq-1..maxq+1), 10%
+// sit exactly on codes -1, 0, maxq, maxq + 1, 3% are special (+-0, +-inf, NaN, +-1e30), 2% have
+// w / s near 2^22 and 2^23; the rest are random and wide enough that some clamp. fractional_zeros:
+// zero points that are not integers (LSQ's continuous parameter; the kernels must not assume
+// integral ones).
+SteProblem hard_problem(int64_t rows, int64_t cols, int64_t group, int bits, bool act_order,
+                        bool fractional_zeros, at::Generator& gen) {
+  SteProblem p;
+  p.max_code = (int64_t{1} << bits) - 1;
+  const int64_t g = group <= 0 ? cols : group;
+  const int64_t groups = (cols + g - 1) / g;
+  auto columns = act_order ? at::randperm(cols, gen, at::kLong) : at::arange(cols, at::kLong);
+  p.g_idx = at::floor_divide(columns, g).to(at::kInt);
+  auto exponent = at::randint(4, 10, {rows, groups}, gen).to(at::kFloat);
+  auto arbitrary = at::rand({rows, groups}, gen) * 0.05 + 0.005;
+  auto even_row = (at::arange(rows) % 2 == 0).unsqueeze(1);
+  p.scales = at::where(even_row, at::pow(2.0, -exponent), arbitrary).contiguous();
+  p.zeros = at::randint(0, p.max_code + 1, {rows, groups}, gen).to(at::kFloat);
+  if (fractional_zeros) p.zeros = p.zeros + at::rand({rows, groups}, gen) - 0.5;
+  p.w = at::randn({rows, cols}, gen) * 0.1;
+  p.grad = at::randn({rows, cols}, gen);
+  auto u = at::rand({rows, cols}, gen);
+  auto pick = at::randint(0, 1 << 20, {rows, cols}, gen).to(at::kInt);
+  auto W = p.w.accessor<float, 2>();
+  auto U = u.accessor<float, 2>();
+  auto P = pick.accessor<int32_t, 2>();
+  auto S = p.scales.accessor<float, 2>();
+  auto Z = p.zeros.accessor<float, 2>();
+  auto G = p.g_idx.accessor<int32_t, 1>();
+  const float maxq = static_cast<float>(p.max_code);
+  const float ties[] = {-2, -1, 0, 1, maxq - 1, maxq, maxq + 1};
+  const float edges[] = {-1, 0, maxq, maxq + 1};
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1e30f, -1e30f};
+  // w / s where rounding by adding 2^23 reaches its limits (ties with a spacing of 1/2).
+  const float huge[] = {8388607.5f, -8388607.5f, 8388606.5f, 4194304.5f, 8388608.0f, 16777216.0f};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float s = S[r][G[c]], z = Z[r][G[c]];
+      if (U[r][c] < 0.15f)
+        W[r][c] = (ties[P[r][c] % 7] + 0.5f - z) * s;
+      else if (U[r][c] < 0.25f)
+        W[r][c] = (edges[P[r][c] % 4] - z) * s;
+      else if (U[r][c] < 0.28f)
+        W[r][c] = specials[P[r][c] % 7];
+      else if (U[r][c] < 0.30f)
+        W[r][c] = huge[P[r][c] % 6] * s;
+    }
+  }
+  return p;
+}
+
+// The rule of ops/fake_quant_ste.h written per element with std::nearbyint: w_q and the in-range
+// indicator.
+std::pair<at::Tensor, at::Tensor> plain_loop_ste(const SteProblem& p) {
+  auto wq = at::empty_like(p.w), inside = at::empty_like(p.w, at::kBool);
+  auto W = p.w.accessor<float, 2>();
+  auto S = p.scales.accessor<float, 2>();
+  auto Z = p.zeros.accessor<float, 2>();
+  auto G = p.g_idx.accessor<int32_t, 1>();
+  auto Q = wq.accessor<float, 2>();
+  auto I = inside.accessor<bool, 2>();
+  const float maxq = static_cast<float>(p.max_code);
+  for (int64_t r = 0; r < p.w.size(0); ++r) {
+    for (int64_t c = 0; c < p.w.size(1); ++c) {
+      const float s = S[r][G[c]], z = Z[r][G[c]];
+      const float code = std::nearbyint(W[r][c] / s) + z;
+      const float q = code < 0 ? 0.0f : (code > maxq ? maxq : code);  // NaN stays NaN
+      Q[r][c] = (q - z) * s;
+      I[r][c] = !(code < 0 || code > maxq);  // a NaN code counts as inside, as in the ATen path
+    }
+  }
+  return {wq, inside};
+}
+
+// Bit patterns, so that NaN == NaN and -0 != +0.
+void require_same_bits(const at::Tensor& a, const at::Tensor& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  REQUIRE(a.scalar_type() == at::kFloat);
+  REQUIRE(b.scalar_type() == at::kFloat);
+  auto differ = a.contiguous().view(at::kInt) != b.contiguous().view(at::kInt);
+  INFO(differ.sum().item<int64_t>() << " of " << a.numel() << " elements differ");
+  REQUIRE_FALSE(differ.any().item<bool>());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "fake quant ste: fused CPU kernels equal the ATen composite and a plain loop bit for bit") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(31);
+  struct Shape {
+    int64_t rows, cols, group;
+  };
+  const Shape shapes[] = {{1, 1, 1},    {3, 7, 2},    {6, 36, 8},  {9, 33, 11},
+                          {8, 128, 64}, {5, 100, 64}, {4, 40, -1}, {64, 256, 32}};
+  int64_t ties = 0, clamped = 0, nans = 0;
+  for (const auto& sh : shapes) {
+    for (int bits : {2, 3, 4, 8}) {
+      for (bool act_order : {false, true}) {
+        for (bool fractional : {false, true}) {
+          INFO("rows " << sh.rows << " cols " << sh.cols << " group " << sh.group << " bits "
+                       << bits << " act-order " << act_order << " fractional zeros " << fractional);
+          const SteProblem p =
+              hard_problem(sh.rows, sh.cols, sh.group, bits, act_order, fractional, gen);
+          auto fused = fake_quantize_ste_forward(p.w, p.scales, p.zeros, p.g_idx, p.max_code);
+          auto ref = fake_quantize_ste_forward_ref(p.w, p.scales, p.zeros, p.g_idx, p.max_code);
+          auto [loop_wq, inside] = plain_loop_ste(p);
+          require_same_bits(fused, ref);
+          require_same_bits(fused, loop_wq);
+
+          auto grad =
+              fake_quantize_ste_backward(p.grad, p.w, p.scales, p.zeros, p.g_idx, p.max_code);
+          auto grad_ref =
+              fake_quantize_ste_backward_ref(p.grad, p.w, p.scales, p.zeros, p.g_idx, p.max_code);
+          require_same_bits(grad, grad_ref);
+          require_same_bits(grad, at::where(inside, p.grad, at::zeros_like(p.grad)));
+
+          // int64 g_idx gives the same.
+          require_same_bits(
+              fake_quantize_ste_forward(p.w, p.scales, p.zeros, p.g_idx.to(at::kLong), p.max_code),
+              fused);
+
+          auto index = p.g_idx.to(at::kLong);
+          auto v = p.w / p.scales.index_select(1, index);
+          ties += (v - at::floor(v) == 0.5).sum().item<int64_t>();
+          clamped += inside.logical_not().sum().item<int64_t>();
+          nans += at::isnan(fused).sum().item<int64_t>();
+        }
+      }
+    }
+  }
+  // The hard cases were really exercised.
+  INFO("exact ties " << ties << ", clamped " << clamped << ", NaN outputs " << nans);
+  CHECK(ties > 1000);
+  CHECK(clamped > 1000);
+  CHECK(nans > 20);
+}
+
+TEST_CASE("fake quant ste: a hand-computed 2-bit example with ties and range edges") {
+  // scale 0.25, zero 1: codes 0..3 stand for -0.25, 0, 0.25, 0.5. w / s is
+  //   -2.5 and -1.5: both round to -2 (ties to even), code -1: clamped, no gradient
+  //   -1: code 0, the bottom edge, inside;  -0.5: rounds to -0, code 1, inside
+  //   1.5 and 2.5: both round to 2, code 3, the top edge, inside
+  //   3: code 4, clamped;  3.5: rounds to 4, code 5, clamped
+  auto w = at::tensor({-0.625f, -0.375f, -0.25f, -0.125f, 0.375f, 0.625f, 0.75f, 0.875f});
+  w = w.view({1, 8});
+  auto scale = at::full({1, 1}, 0.25f), zero = at::full({1, 1}, 1.0f);
+  auto g_idx = at::zeros({8}, at::kInt);
+  auto expected = at::tensor({-0.25f, -0.25f, -0.25f, 0.0f, 0.5f, 0.5f, 0.5f, 0.5f}).view({1, 8});
+  CHECK(at::equal(fake_quantize_ste_forward(w, scale, zero, g_idx, 3), expected));
+  auto grad = at::arange(1, 9, at::kFloat).view({1, 8});
+  auto expected_grad = at::tensor({0.f, 0.f, 3.f, 4.f, 5.f, 6.f, 0.f, 0.f}).view({1, 8});
+  CHECK(at::equal(fake_quantize_ste_backward(grad, w, scale, zero, g_idx, 3), expected_grad));
+}
+
+TEST_CASE("fake quant ste: bad arguments are one-line errors") {
+  auto w = at::randn({4, 8});
+  auto s = at::full({4, 2}, 0.1f), z = at::ones({4, 2});
+  auto g_idx = at::tensor({0, 0, 1, 1, 0, 1, 0, 2}, at::kInt);  // 2 is outside [0, 2)
+  using rqat::test::require_error;
+  require_error([&] { fake_quantize_ste_forward(w, s, z, g_idx, 15); }, {"g_idx[7] = 2"});
+  require_error([&] { fake_quantize_ste_backward(w, w, s, z, g_idx, 15); }, {"g_idx[7] = 2"});
+  auto ok = at::zeros({8}, at::kInt);
+  require_error([&] { fake_quantize_ste_forward(w.to(at::kDouble), s, z, ok, 15); }, {"float32"});
+  require_error(
+      [&] {
+        fake_quantize_ste_forward(w, s, at::ones({4, 3}), ok, 15);
+      },
+      {"scales and zeros"});
+  require_error([&] { fake_quantize_ste_forward(w, s, z, at::zeros({7}, at::kInt), 15); },
+                {"g_idx", "8 entries"});
+  require_error([&] { fake_quantize_ste_forward(w, s, z, ok, 0); }, {"max_code = 0"});
+  require_error(
+      [&] {
+        fake_quantize_ste_backward(at::randn({4, 7}), w, s, z, ok, 15);
+      },
+      {"gradient"});
 }

@@ -3,8 +3,9 @@
 // grad_y^T x masked by the in-range indicator; the LSQ scale and zero-point gradients equal a
 // closed form written out with loops and central finite differences in float64 of the
 // implementation itself; frozen mode trains no scales; to_quantized().dequantize() equals the
-// forward's weight bit for bit, also after optimizer steps (LSQ and learnable clipping); bad
-// arguments give one-line errors.
+// forward's weight bit for bit, also after optimizer steps (LSQ and learnable clipping); the fused
+// frozen-scale path gives the same bits as the ATen path (forward and weight gradient) through
+// autograd, in a whole layer and against a loss; bad arguments give one-line errors.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adam.h>
@@ -382,6 +383,78 @@ TEST_CASE("fake quant linear: learnable clipping at saturated logits equals min-
   CHECK(at::allclose(layer->to_quantized().scales, rtn.scales, 1e-6, 0));
   CHECK(at::equal(layer->to_quantized().zeros, rtn.zeros));
   CHECK(at::allclose(layer->effective_weight(), rtn.dequantize(), 1e-6, 1e-7));
+}
+
+TEST_CASE("fake quant ste: the fused frozen path equals the ATen path through autograd") {
+  // fake_quantize_ste runs the fused kernels when no scale or zero gradient can be asked for and
+  // the ATen composite (LSQ's path) when the scales require grad: both must give the same w_q and
+  // the same weight gradient bit for bit, with act-order g_idx in int32 and int64.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(109);
+  const int64_t out = 12, in = 100, group = 32;  // 4 groups, the last of 4 columns
+  for (int bits : {2, 3, 4}) {
+    for (auto index_dtype : {at::kInt, at::kLong}) {
+      INFO("bits " << bits << " g_idx " << index_dtype);
+      auto g_idx = shuffled_g_idx(in, group, gen).to(index_dtype);
+      auto w = at::randn({out, in}, gen) * 0.1;
+      // Scales fitted to 0.7 w (contiguous groups, then used with the shuffled map): many clamp.
+      const QuantizedWeight q = rqat::quant::rtn_quantize(w * 0.7, spec_of(bits, group));
+      auto grad_wq = at::randn({out, in}, gen);
+
+      auto w_fused = w.clone().requires_grad_(true);
+      auto y_fused = rqat::quant::fake_quantize_ste(w_fused, q.scales, q.zeros, g_idx, bits);
+      (y_fused * grad_wq).sum().backward();
+
+      auto w_aten = w.clone().requires_grad_(true);
+      auto s_aten = q.scales.clone().requires_grad_(true);
+      auto y_aten = rqat::quant::fake_quantize_ste(w_aten, s_aten, q.zeros, g_idx, bits);
+      (y_aten * grad_wq).sum().backward();
+
+      require_bitwise_equal(y_fused.detach(), y_aten.detach());
+      require_bitwise_equal(w_fused.grad(), w_aten.grad());
+      REQUIRE(s_aten.grad().defined());  // that path really was the LSQ one
+      // The STE rule itself, with the mask of a plain loop.
+      QuantizedWeight shuffled = q;
+      shuffled.g_idx = g_idx.to(at::kInt);
+      auto mask = in_range_mask(w, shuffled);
+      require_bitwise_equal(w_fused.grad(), grad_wq * mask);
+      const double inside = mask.mean().item<double>();
+      INFO("in-range fraction " << inside);
+      CHECK(inside < 0.97);  // the clamped branch is exercised
+      CHECK(inside > 0.3);
+
+      // Without grad mode the LSQ scales need no gradient either: same bits again.
+      at::NoGradGuard no_grad;
+      require_bitwise_equal(rqat::quant::fake_quantize_ste(w, s_aten, q.zeros, g_idx, bits),
+                            y_fused.detach());
+    }
+  }
+}
+
+TEST_CASE("fake quant linear: a frozen layer's step equals the same step through the ATen path") {
+  // A whole layer with a bias and a loss: the weight gradient of the frozen (fused) layer equals
+  // the one of an LSQ layer holding the same (integral) scales and zeros, whose forward and
+  // weight gradient take the ATen composite.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(110);
+  auto w = at::randn({24, 64}, gen) * 0.1;
+  const QuantizedWeight q = rqat::quant::rtn_quantize(w * 0.8, spec_of(2, 16));
+  auto b = at::randn({24}, gen);
+  auto x = at::randn({3, 7, 64}, gen);
+  auto target = at::randn({3, 7, 24}, gen);
+  FakeQuantLinear frozen(w, q, b);
+  FakeQuantOptions lsq_options;
+  lsq_options.mode = ScaleMode::kLsq;
+  FakeQuantLinear lsq(w, q, b, lsq_options);
+  auto y_frozen = frozen.forward(x), y_lsq = lsq.forward(x);
+  require_bitwise_equal(y_frozen.detach(), y_lsq.detach());
+  (y_frozen - target).pow(2).mean().backward();
+  (y_lsq - target).pow(2).mean().backward();
+  require_bitwise_equal(frozen.weight().grad(), lsq.weight().grad());
+  require_bitwise_equal(frozen.bias()->grad(), lsq.bias()->grad());
+  CHECK(lsq.scales().grad().defined());
+  CHECK_FALSE(frozen.scales().grad().defined());
+  const double zero_grads = (frozen.weight().grad() == 0).to(at::kDouble).mean().item<double>();
+  INFO("fraction of zero weight gradients " << zero_grads);
+  CHECK(zero_grads > 0.02);  // clamped weights exist
 }
 
 TEST_CASE("fake quant linear: bad arguments give one-line errors") {

@@ -1,21 +1,22 @@
 // grpo: GRPO reinforcement learning for full-precision, quantization-aware and QLoRA policies
-// Flags that every stage shares are declared now; the stage itself arrives with issue 7.
+// (docs/grpo.md). Flags only; the work is in lib/rl/grpo_command.
 #include <CLI/CLI.hpp>
 
-#include <string>
+#include <iostream>
 
+#include "cli/grpo_flags.h"
 #include "cli/runtime_flags.h"
-#include "io/error.h"
+#include "io/manifest.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "grpo: GRPO reinforcement learning for full-precision, quantization-aware and QLoRA "
-      "policies"};
-  std::string model_dir, out_dir;
-  app.add_option("--model", model_dir, "Input model directory (Hugging Face layout)")->required();
-  app.add_option("--out", out_dir, "Output artifact directory")->required();
-  rqat::cli::RuntimeFlags runtime;
-  rqat::cli::add_runtime_flags(app, runtime);
+  rqat::io::set_process_args(argc, argv);
+  CLI::App app{"grpo: GRPO reinforcement learning for full-precision, quantization-aware and QLoRA policies"};
+  rqat::cli::GrpoFlags flags;
+  rqat::cli::add_grpo_flags(app, flags);
   CLI11_PARSE(app, argc, argv);
-  return rqat::cli::run_tool("grpo", [&] { rqat::fail("grpo is not implemented yet (issue 7)"); });
+  int exit_code = 0;
+  const int status = rqat::cli::run_tool("grpo", [&] {
+    exit_code = rqat::rl::run_grpo_command(flags.resolve(), std::cout).exit_code;
+  });
+  return status != 0 ? status : exit_code;
 }

@@ -1,20 +1,23 @@
-// qat-sft: quantization-aware training with cross-entropy on reasoning traces
-// Flags that every stage shares are declared now; the stage itself arrives with issue 6.
+// qat-sft: quantization-aware (or, with --bits 16, full-precision) supervised fine-tuning
+// (docs/qat.md). Flags only; the work is in lib/train/qat_command.
 #include <CLI/CLI.hpp>
 
-#include <string>
+#include <iostream>
 
 #include "cli/runtime_flags.h"
-#include "io/error.h"
+#include "cli/train_flags.h"
+#include "io/manifest.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"qat-sft: quantization-aware training with cross-entropy on reasoning traces"};
-  std::string model_dir, out_dir;
-  app.add_option("--model", model_dir, "Input model directory (Hugging Face layout)")->required();
-  app.add_option("--out", out_dir, "Output artifact directory")->required();
-  rqat::cli::RuntimeFlags runtime;
-  rqat::cli::add_runtime_flags(app, runtime);
+  rqat::io::set_process_args(argc, argv);
+  CLI::App app{"qat-sft: quantization-aware (or, with --bits 16, full-precision) supervised fine-tuning"};
+  rqat::cli::QatFlags flags;
+  rqat::cli::add_qat_flags(app, flags, rqat::train::QatObjective::kSft);
   CLI11_PARSE(app, argc, argv);
-  return rqat::cli::run_tool("qat-sft",
-                             [&] { rqat::fail("qat-sft is not implemented yet (issue 6)"); });
+  int exit_code = 0;
+  const int status = rqat::cli::run_tool("qat-sft", [&] {
+    const auto options = flags.resolve(rqat::train::QatObjective::kSft);
+    exit_code = rqat::train::run_qat_command(options, std::cout).exit_code;
+  });
+  return status != 0 ? status : exit_code;
 }

@@ -12,6 +12,7 @@
 #include "model/model_commands.h"
 #include "nll_flags.h"
 #include "tokenizer/tokenize_command.h"
+#include "traces_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("experiment", experiment, "Experiment YAML file")->required();
 
   rqat::cli::add_nll_subcommand(app);
+  rqat::cli::add_traces_subcommand(app);
   CLI11_PARSE(app, argc, argv);
   return rqat::cli::run_tool("rqat", [&] {
     if (*init_cmd) {

@@ -51,6 +51,10 @@ std::string_view strip_thinking(std::string_view completion) {
 }
 
 std::optional<std::string> last_boxed(std::string_view text) {
+  // A box whose brace at i never closes means the text from i on never returns to depth 0, so no
+  // earlier box can close after i either: later scans stop at `limit`. Every character is then
+  // scanned once even when a degenerate completion holds thousands of unclosed \boxed{.
+  size_t limit = text.size();
   size_t search = text.size();
   while (search > 0) {
     size_t a = text.rfind("\\boxed", search - 1);
@@ -65,7 +69,13 @@ std::optional<std::string> last_boxed(std::string_view text) {
       pos = b;
       len = 5;
     }
-    if (auto content = boxed_content(text, pos + len); content && !content->empty()) return content;
+    const std::string_view bounded = text.substr(0, std::max(limit, pos + len));
+    if (auto content = boxed_content(bounded, pos + len); content && !content->empty()) return content;
+    size_t brace = pos + len;
+    while (brace < bounded.size() && bounded[brace] == ' ') ++brace;
+    if (brace < bounded.size() && bounded[brace] == '{' &&
+        matching_brace(bounded, brace) == std::string_view::npos)
+      limit = brace;
     if (pos == 0) return std::nullopt;
     search = pos;
   }

@@ -213,6 +213,7 @@ std::vector<GenerationResult> GenerationEngine::generate(
     const auto& params = requests[slot.request].params;
     res.token_ids.push_back(choice.token);
     res.logprobs.push_back(choice.logprob);
+    res.tempered_logprobs.push_back(choice.tempered_logprob);
     ++stats_.generated_tokens;
     std::optional<FinishReason> reason;
     if (std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), choice.token) !=

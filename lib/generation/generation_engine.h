@@ -33,7 +33,9 @@ struct GenerationResult {
   std::vector<int32_t>
       token_ids;  // generated tokens only (the stop token included when one ended it)
   std::vector<float>
-      logprobs;      // log p(token) under the unmodified model distribution (temperature 1)
+      logprobs;  // log p(token) under the unmodified model distribution (temperature 1)
+  std::vector<float> tempered_logprobs;  // log p(token) at the sampling temperature (see
+                                         // TokenChoice::tempered_logprob)
   std::string text;  // decoded generated tokens (special tokens skipped), cut at a stop string
   FinishReason finish_reason = FinishReason::kLength;
   double seconds = 0;  // wall time from the sample's prefill to its end

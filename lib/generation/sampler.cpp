@@ -196,7 +196,17 @@ std::vector<TokenChoice> sample_rows(const at::Tensor& logits,
       const Kept kept = filter_row(order, x, pr, p);
       token = draw_row(order, pr, kept, next_uniform(*gen));
     }
-    out[static_cast<size_t>(b)] = TokenChoice{token, x[token] - lse_data[b]};
+    const float logprob = x[token] - lse_data[b];
+    float tempered = logprob;
+    if (!p.greedy() && p.temperature != 1.0) {
+      // log-sum-exp of x / T in double, shifted by the row's maximum for stability.
+      const double inv_t = 1.0 / p.temperature;
+      const double top = static_cast<double>(x[argmax_data[b]]) * inv_t;
+      double sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(x[v]) * inv_t - top);
+      tempered = static_cast<float>(static_cast<double>(x[token]) * inv_t - top - std::log(sum));
+    }
+    out[static_cast<size_t>(b)] = TokenChoice{token, logprob, tempered};
   }
   return out;
 }

@@ -30,6 +30,10 @@ namespace rqat::generation {
 struct TokenChoice {
   int32_t token = 0;
   float logprob = 0;  // log_softmax(raw logits)[token]
+  // log_softmax(logits / temperature)[token]: the log-probability under the distribution the
+  // token was drawn from before top-k/top-p/min-p filtering (RL's policy at that temperature);
+  // equals logprob for greedy rows and temperature 1.
+  float tempered_logprob = 0;
 };
 
 uint64_t splitmix64(uint64_t x);

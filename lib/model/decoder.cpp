@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "io/error.h"
+#include "model/activation_checkpoint.h"
 
 namespace rqat::model {
 
@@ -57,7 +58,15 @@ CausalLM::CausalLM(const ModelConfig& config, const at::TensorOptions& options)
 
 at::Tensor CausalLM::run_layers(at::Tensor x, const AttentionContext& ctx) {
   for (size_t i = 0; i < model->layers->size(); ++i) {
-    x = model->layers->ptr<DecoderLayer>(i)->forward(x, ctx, static_cast<int64_t>(i));
+    auto* layer = model->layers->ptr<DecoderLayer>(i).get();
+    const auto index = static_cast<int64_t>(i);
+    if (activation_checkpointing_ && ctx.cache == nullptr) {
+      // The context is copied into the recompute closure: it must outlive this forward.
+      x = checkpointed_block(
+          [layer, ctx, index](const at::Tensor& in) { return layer->forward(in, ctx, index); }, x);
+    } else {
+      x = layer->forward(x, ctx, index);
+    }
   }
   return model->norm->forward(x);
 }

@@ -64,6 +64,11 @@ class CausalLM : public torch::nn::Module {
   // Checkpoint tensors under Hugging Face names (a tied lm_head is not stored separately).
   io::NamedTensors state_tensors() const;
 
+  // Training: recompute each block in the backward pass instead of keeping its activations
+  // (model/activation_checkpoint.h). Only full-sequence forwards with autograd on are affected.
+  void set_activation_checkpointing(bool enabled) { activation_checkpointing_ = enabled; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
+
   const ModelConfig& config() const { return config_; }
   const at::TensorOptions& options() const { return options_; }
 
@@ -76,6 +81,7 @@ class CausalLM : public torch::nn::Module {
   ModelConfig config_;
   at::TensorOptions options_;
   RotaryEmbedding rotary_;
+  bool activation_checkpointing_ = false;
 };
 
 }  // namespace rqat::model

@@ -88,8 +88,9 @@ at::Tensor fake_quantize_groupwise_ref(const at::Tensor& w, const at::Tensor& sc
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t g = r * groups + c / group;
-      const float q =
-          std::fmin(std::fmax(std::nearbyint(src[r * cols + c] / s[g]) + z[g], 0.0f), max_q);
+      // Comparisons, not fmin/fmax: a NaN weight stays NaN, as at::clamp and the kernel keep it.
+      const float code = std::nearbyint(src[r * cols + c] / s[g]) + z[g];
+      const float q = code < 0.0f ? 0.0f : (code > max_q ? max_q : code);
       dst[r * cols + c] = (q - z[g]) * s[g];
     }
   }

@@ -1,6 +1,8 @@
-// See fake_quant_linear.h. The forward and backward are plain ATen ops, so the same code runs on
-// the CPU and on CUDA tensors; the backward recomputes the codes from the saved inputs instead of
-// saving masks, trading one extra elementwise pass for (out, in)-sized saved tensors.
+// See fake_quant_linear.h. With frozen scales and zeros (no gradient wanted for them: the default
+// of QAT) the forward and backward are the fused float32 kernels of ops/fake_quant_ste.h, one pass
+// over the weight each; LSQ and learnable clipping, and float64 (finite-difference tests), use ATen
+// composites that run on any device. Both backward paths recompute the codes from the saved inputs
+// instead of saving masks, trading one extra elementwise pass for (out, in)-sized saved tensors.
 #include "quant/fake_quant_linear.h"
 
 #include <ATen/ATen.h>
@@ -9,6 +11,7 @@
 #include <cmath>
 
 #include "io/error.h"
+#include "ops/fake_quant_ste.h"
 #include "quant/rtn.h"
 #include "quant/uniform_quantizer.h"
 
@@ -21,16 +24,18 @@ using torch::autograd::tensor_list;
 
 class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
  public:
+  // fused: use the frozen-scale kernels (the caller checked that no scale or zero gradient can be
+  // asked for and that the kernels support w); index is then g_idx as given, else int64.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, const at::Tensor& scales,
                             const at::Tensor& zeros, const at::Tensor& index, int64_t max_code,
-                            const at::Tensor& grad_scale) {
+                            const at::Tensor& grad_scale, bool fused) {
     ctx->save_for_backward({w, scales, zeros, index, grad_scale});
     ctx->saved_data["max_code"] = max_code;
-    auto s = scales.index_select(1, index), z = zeros.index_select(1, index);
-    // Same operations in the same order as quantize_to_codes + QuantizedWeight::dequantize, so
-    // that export reproduces this result bit for bit.
-    auto q = at::clamp(at::round(w / s) + z, 0, max_code);
-    return (q - z) * s;
+    ctx->saved_data["fused"] = fused;
+    // Same operations in the same order as quantize_to_codes + QuantizedWeight::dequantize (the
+    // fused kernel equals them bit for bit), so that export reproduces this result exactly.
+    if (fused) return ops::fake_quantize_ste_forward(w, scales, zeros, index, max_code);
+    return ops::fake_quantize_ste_forward_ref(w, scales, zeros, index, max_code);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
@@ -39,6 +44,12 @@ class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
                      &grad_scale = saved[4];
     const int64_t max_code = ctx->saved_data["max_code"].toInt();
     const at::Tensor& grad = grad_outputs[0];
+    if (ctx->saved_data["fused"].toBool()) {
+      tensor_list grads(7);  // one per argument of forward; only the weight's is defined
+      if (ctx->needs_input_grad(0))
+        grads[0] = ops::fake_quantize_ste_backward(grad, w, scales, zeros, index, max_code);
+      return grads;
+    }
     auto s = scales.index_select(1, index), z = zeros.index_select(1, index);
     auto v = w / s;
     auto rounded = at::round(v);
@@ -59,7 +70,7 @@ class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
       grad_s = per_group(grad * ds, scales);
     }
     if (ctx->needs_input_grad(2)) grad_z = per_group(at::where(inside, zero, -grad * s), zeros);
-    return {grad_w, grad_s, grad_z, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grad_w, grad_s, grad_z, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -92,11 +103,17 @@ at::Tensor fake_quantize_ste(const at::Tensor& w, const at::Tensor& scales, cons
   if (g_idx.dim() != 1 || g_idx.size(0) != w.size(1) ||
       (g_idx.scalar_type() != at::kInt && g_idx.scalar_type() != at::kLong))
     fail("fake_quantize_ste: g_idx must be an int32/int64 tensor of {} entries", w.size(1));
-  auto index = g_idx.to(w.device(), at::kLong);
+  // The fused kernels cover the frozen case only: they compute no scale or zero gradient.
+  const bool scale_grad_possible =
+      at::GradMode::is_enabled() && (scales.requires_grad() || zeros.requires_grad());
+  const bool fused = !scale_grad_possible && ops::fused_fake_quant_ste_supported(w) &&
+                     scales.device() == w.device() && zeros.device() == w.device();
   // Custom functions take defined tensors only: "no grad scale" is a scale of 1.
   auto scale =
       grad_scale.defined() ? grad_scale.to(scales.options()) : at::ones({}, scales.options());
-  return FakeQuantFunction::apply(w, scales, zeros, index, (int64_t{1} << bits) - 1, scale);
+  // The kernels read int32 g_idx (the layer's buffer, no copy); index_select wants int64.
+  auto index = g_idx.to(w.device(), fused ? at::kInt : at::kLong);
+  return FakeQuantFunction::apply(w, scales, zeros, index, (int64_t{1} << bits) - 1, scale, fused);
 }
 
 FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight& quantized,

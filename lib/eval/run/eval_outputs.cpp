@@ -41,7 +41,11 @@ io::Json sampling_json(const SamplingSettings& s) {
   return json;
 }
 
-void write_samples_jsonl(const std::filesystem::path& path, const EvalRecords& records) {
+void write_samples_jsonl(const std::filesystem::path& path, const EvalRunOptions& options,
+                         const EvalRecords& records) {
+  // The plain-text prompt (no chat template) has no system message.
+  const std::string system =
+      options.prompt.use_chat_template ? options.prompt.system_prompt : std::string();
   const auto& results = *records.results;
   io::write_file_atomically(path, [&](std::ostream& out) {
     for (std::size_t i = 0; i < results.size(); ++i) {
@@ -54,6 +58,10 @@ void write_samples_jsonl(const std::filesystem::path& path, const EvalRecords& r
       if (!problem.subject.empty()) row["subject"] = problem.subject;
       if (!problem.level.empty()) row["level"] = problem.level;
       row["prompt"] = (*records.prompts)[r.request_index];
+      // The conversation before the chat template, so that `rqat traces` can turn samples into
+      // training documents for any template (the rendered prompt is template-specific).
+      row["system"] = system;
+      row["user"] = build_user_message(problem.problem, options.prompt);
       row["completion"] = r.text;
       if (grade.prediction_answer.empty()) {
         row["extracted"] = nullptr;
@@ -145,7 +153,7 @@ io::Json model_quantization(const std::filesystem::path& model_dir) {
 void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
                         const EvalSummary& summary) {
   std::filesystem::create_directories(options.out_dir);
-  write_samples_jsonl(options.out_dir / "samples.jsonl", records);
+  write_samples_jsonl(options.out_dir / "samples.jsonl", options, records);
   write_results_h5(options.out_dir / "results.h5", options, records);
 
   io::Json config;

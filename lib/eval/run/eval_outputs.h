@@ -1,6 +1,7 @@
 // What an evaluation run writes into its output directory (docs/evaluation.md):
-//   samples.jsonl  one line per sample: id, sample, subject/level, prompt, completion, extracted,
-//                  gold, correct, grade, tokens, finish_reason (re-gradable by `eval-math grade`)
+//   samples.jsonl  one line per sample: id, sample, subject/level, prompt, system, user,
+//                  completion, extracted, gold, correct, grade, tokens, finish_reason (re-gradable
+//                  by `eval-math grade`; `rqat traces` turns them into training data)
 //   results.h5     the same per-sample results as HDF5 columns
 //   summary.json   benchmark, model, quantization, prompt and sampling settings, metrics, timing
 //   manifest.json  the artifact manifest (tool, args, inputs, config, git revision, metrics)

@@ -31,31 +31,38 @@ uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id) {
   return z ^ (z >> 31);
 }
 
+std::vector<std::string> render_problem_prompts(const std::vector<std::string>& problems,
+                                                const PromptOptions& prompt,
+                                                const std::filesystem::path& model_dir,
+                                                bool& add_special_tokens) {
+  std::vector<std::string> prompts;
+  prompts.reserve(problems.size());
+  if (!prompt.use_chat_template) {
+    add_special_tokens = true;
+    for (const auto& p : problems) prompts.push_back(build_user_message(p, prompt) + "\n");
+    return prompts;
+  }
+  std::optional<std::filesystem::path> override_file;
+  if (!prompt.chat_template_file.empty()) override_file = prompt.chat_template_file;
+  const auto chat = chat::ChatTemplate::load(model_dir, override_file);
+  add_special_tokens = false;  // the template writes BOS itself where the family has one
+  for (const auto& p : problems) {
+    std::vector<chat::Message> messages;
+    if (!prompt.system_prompt.empty()) messages.push_back({"system", prompt.system_prompt});
+    messages.push_back({"user", build_user_message(p, prompt)});
+    prompts.push_back(chat.render(messages, {/*add_generation_prompt=*/true, prompt.enable_thinking}));
+  }
+  return prompts;
+}
+
 namespace {
 
 std::vector<std::string> render_prompts(const std::vector<BenchmarkProblem>& problems,
                                         const EvalRunOptions& options, bool& add_special_tokens) {
-  std::vector<std::string> prompts;
-  prompts.reserve(problems.size());
-  if (!options.prompt.use_chat_template) {
-    add_special_tokens = true;
-    for (const auto& p : problems)
-      prompts.push_back(build_user_message(p.problem, options.prompt) + "\n");
-    return prompts;
-  }
-  std::optional<std::filesystem::path> override_file;
-  if (!options.prompt.chat_template_file.empty()) override_file = options.prompt.chat_template_file;
-  const auto chat = chat::ChatTemplate::load(options.model_dir, override_file);
-  add_special_tokens = false;  // the template writes BOS itself where the family has one
-  for (const auto& p : problems) {
-    std::vector<chat::Message> messages;
-    if (!options.prompt.system_prompt.empty())
-      messages.push_back({"system", options.prompt.system_prompt});
-    messages.push_back({"user", build_user_message(p.problem, options.prompt)});
-    prompts.push_back(
-        chat.render(messages, {/*add_generation_prompt=*/true, options.prompt.enable_thinking}));
-  }
-  return prompts;
+  std::vector<std::string> texts;
+  texts.reserve(problems.size());
+  for (const auto& p : problems) texts.push_back(p.problem);
+  return render_problem_prompts(texts, options.prompt, options.model_dir, add_special_tokens);
 }
 
 }  // namespace
@@ -73,8 +80,11 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
   bool add_special_tokens = true;
   const auto prompts = render_prompts(problems, options, add_special_tokens);
-  auto model =
-      model::load_causal_lm(options.model_dir, model::LoadOptions{options.dtype, options.device});
+  std::shared_ptr<model::CausalLM> loaded;
+  if (!options.model)
+    loaded =
+        model::load_causal_lm(options.model_dir, model::LoadOptions{options.dtype, options.device});
+  model::CausalLM* model = options.model ? options.model : loaded.get();
 
   const auto stop_token_ids = generation::model_stop_token_ids(model->config());
   std::vector<generation::GenerationRequest> requests(problems.size());

@@ -17,6 +17,10 @@
 #include "eval/run/sampling_protocol.h"
 #include "eval/sample_summary.h"
 
+namespace rqat::model {
+class CausalLM;
+}
+
 namespace rqat::eval {
 
 inline constexpr const char* kDefaultInstruction =
@@ -45,11 +49,22 @@ struct EvalRunOptions {
   at::ScalarType dtype = at::kFloat;
   c10::Device device = c10::kCPU;
   bool show_progress = true;
+  // An already loaded model to evaluate instead of loading model_dir's weights (model_dir still
+  // gives the tokenizer and chat template): the trainers evaluate their student in memory.
+  model::CausalLM* model = nullptr;
 };
 
 // The rendered prompt text of one problem (for tests and for --dry-run style inspection).
 std::string build_user_message(const std::string& problem, const PromptOptions& prompt);
 
+// The text each problem is sampled from: the user message (problem and instruction) rendered with
+// the model's chat template and its generation prompt, or "{problem}\n{instruction}\n" without the
+// template; add_special_tokens says whether the tokenizer should add its own (BOS) tokens. Shared
+// by eval-math and grpo's rollouts, so RL trains on exactly the prompts evaluation uses.
+std::vector<std::string> render_problem_prompts(const std::vector<std::string>& problems,
+                                                const PromptOptions& prompt,
+                                                const std::filesystem::path& model_dir,
+                                                bool& add_special_tokens);
 // The generator seed of every sample of a problem: a hash of (run seed, problem id), so a
 // problem's samples do not change when --limit or the order of the file changes.
 uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id);

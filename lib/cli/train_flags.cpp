@@ -1,0 +1,164 @@
+#include "cli/train_flags.h"
+
+namespace rqat::cli {
+
+void add_quant_flags(CLI::App& app, QuantFlags& f) {
+  app.add_option("--bits", f.bits,
+                 "Weight bits 2, 3, 4, 8 (default: the artifact's), or 16 for full precision");
+  app.add_option("--init", f.init,
+                 "Quantizer start: auto (quant state if present, else RTN), state or rtn")
+      ->capture_default_str();
+  app.add_option("--group-size", f.spec.group_size, "RTN init: columns per group (-1: per row)")
+      ->capture_default_str();
+  app.add_flag("--sym", f.spec.symmetric, "RTN init: symmetric");
+  app.add_option("--include", f.include, "RTN init: regexes of layers to quantize");
+  app.add_option("--exclude", f.exclude, "RTN init: regexes of layers kept in full precision");
+  app.add_option("--scale-mode", f.scale_mode,
+                 "frozen scales, lsq (learned scales and zeros) or clip (learned clipping)")
+      ->capture_default_str();
+  app.add_flag("--lsq-grad-scale", f.fake_quant.lsq_grad_scale,
+               "Scale LSQ gradients by 1/sqrt(group size * max code)");
+}
+
+void QuantFlags::resolve(std::optional<int>& bits_out, quant::QuantSpec& spec_out,
+                         train::QuantInit& init_out, quant::FakeQuantOptions& fake_quant_out) const {
+  bits_out = bits;
+  spec_out = spec;
+  if (!include.empty()) spec_out.include = include;
+  spec_out.exclude = exclude;
+  init_out = train::parse_quant_init(init, "--init");
+  fake_quant_out = fake_quant;
+  fake_quant_out.mode = train::parse_scale_mode(scale_mode, "--scale-mode");
+}
+
+void add_run_flags(CLI::App& app, RunFlags& f, const std::string& steps_help) {
+  auto& t = f.trainer;
+  app.add_option("--steps", t.steps, steps_help)->capture_default_str();
+  app.add_option("--lr", t.lr.peak_lr, "Peak learning rate")->capture_default_str();
+  app.add_option("--warmup-steps", t.lr.warmup_steps, "Linear warmup (optimizer updates)")
+      ->capture_default_str();
+  app.add_option("--schedule", f.schedule, "constant, linear or cosine")->capture_default_str();
+  app.add_option("--min-lr-ratio", t.lr.min_lr_ratio, "Final learning rate / peak")
+      ->capture_default_str();
+  app.add_option("--weight-decay", t.adamw.weight_decay, "AdamW decay (weight matrices only)")
+      ->capture_default_str();
+  app.add_option("--adam-beta1", t.adamw.beta1, "AdamW beta1")->capture_default_str();
+  app.add_option("--adam-beta2", t.adamw.beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--adam-eps", t.adamw.eps, "AdamW epsilon")->capture_default_str();
+  app.add_option("--max-grad-norm", t.max_grad_norm, "Gradient clipping (<= 0: none)")
+      ->capture_default_str();
+  app.add_option("--seed", t.seed, "Data order (and sampling) seed")->capture_default_str();
+  app.add_option("--log-every", t.log_every, "Progress line every N steps")->capture_default_str();
+  app.add_option("--eval-every", t.eval_every, "Evaluate every N steps (0: at start and end)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-every", t.checkpoint_every,
+                 "Checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT)")
+      ->capture_default_str();
+  app.add_option("--keep-checkpoints", t.keep_checkpoints, "Checkpoints kept")
+      ->capture_default_str();
+  app.add_flag("--resume", t.resume, "Continue from OUT's latest checkpoint when there is one");
+  app.add_option("--backend", f.backend, "Data-parallel communication: auto, gloo or nccl")
+      ->capture_default_str();
+}
+
+void RunFlags::resolve(train::TrainerOptions& trainer_out, train::CommBackend& backend_out) const {
+  trainer_out = trainer;
+  trainer_out.lr.decay = train::parse_lr_decay(schedule, "--schedule");
+  backend_out = train::parse_comm_backend(backend, "--backend");
+}
+
+void add_qat_flags(CLI::App& app, QatFlags& f, train::QatObjective objective) {
+  auto& o = f.options;
+  app.add_option("--model", f.model_dir,
+                 "Student: a model directory, or a ptq artifact (starts from its quant state)")
+      ->required();
+  app.add_option("--out", f.out_dir, "Output artifact directory (also checkpoints and metrics)")
+      ->required();
+  app.add_option("--data", f.data, "Training data: plain text or JSONL")->required();
+  if (objective == train::QatObjective::kKd) {
+    app.add_option("--teacher", f.teacher_dir,
+                   "Full-precision teacher (default: the model the ptq artifact was made from)");
+    app.add_option("--divergence", f.divergence, "forward_kl, reverse_kl or jsd")
+        ->capture_default_str();
+    app.add_option("--temperature", o.distill.temperature, "Distillation temperature")
+        ->capture_default_str();
+    app.add_option("--jsd-beta", o.distill.jsd_beta, "Teacher weight of the JSD mixture")
+        ->capture_default_str();
+    app.add_option("--top-k", o.distill.top_k, "Teacher logits kept per position (0: all)")
+        ->capture_default_str();
+    app.add_option("--ce-weight", o.distill.ce_weight,
+                   "Mix of cross-entropy on the data: (1 - w) KD + w CE")
+        ->capture_default_str();
+  }
+  add_quant_flags(app, f.quant);
+  // Data.
+  app.add_option("--data-format", f.data_format, "auto, text or jsonl")->capture_default_str();
+  app.add_option("--data-split", f.data_split,
+                 "Plain text documents: paragraphs, whole-file, separator")
+      ->capture_default_str();
+  app.add_option("--text-field", o.data.text_field, "JSONL text field")->capture_default_str();
+  app.add_flag("--chat", o.data.use_chat_template,
+               "JSONL prompt/response pairs with the chat template; loss on responses only");
+  app.add_option("--prompt-field", o.data.prompt_field, "JSONL prompt field")->capture_default_str();
+  app.add_option("--response-field", o.data.response_field, "JSONL response field")
+      ->capture_default_str();
+  app.add_option("--system-prompt", o.data.system_prompt, "System message of chat documents");
+  app.add_option("--chat-template", o.chat_template_file, "Chat template file instead of the model's");
+  app.add_flag("--disable-thinking", f.disable_thinking,
+               "Qwen3: render prompts with an empty thinking block (as traces sampled that way)");
+  app.add_option("--max-documents", o.data.max_documents, "Read at most this many documents");
+  app.add_option("--layout", f.layout, "pack (concatenate and cut) or bucket (one document a row)")
+      ->capture_default_str();
+  app.add_option("--max-length", o.sequences.max_length, "Tokens per training sequence")
+      ->capture_default_str();
+  app.add_option("--eval-data", f.eval_data, "Held-out data scored (NLL) at each evaluation");
+  app.add_option("--eval-tokens", o.eval_max_tokens, "Target tokens of --eval-data scored")
+      ->capture_default_str();
+  app.add_option("--eval-benchmark", o.eval_math_benchmark,
+                 "eval-math during training on this benchmark (e.g. math500), greedy");
+  app.add_option("--eval-benchmark-data", o.eval_math_data, "Its JSONL (default $RQAT_DATA_DIR)");
+  app.add_option("--eval-benchmark-limit", o.eval_math_limit, "Problems evaluated")
+      ->capture_default_str();
+  app.add_option("--eval-max-new-tokens", o.eval_math_max_new_tokens, "eval-math generation limit")
+      ->capture_default_str();
+  // Optimization and run control.
+  app.add_option("--batch-size", f.run.trainer.batch_size,
+                 "Sequences per optimizer step (all processes)")
+      ->capture_default_str();
+  app.add_option("--micro-batch-size", f.run.trainer.micro_batch_size,
+                 "Sequences per forward/backward on one process (0: all; accumulates the rest)")
+      ->capture_default_str();
+  app.add_flag("--activation-checkpointing", o.activation_checkpointing,
+               "Recompute each block in the backward pass (less memory, one more forward)");
+  add_run_flags(app, f.run, "Optimizer steps");
+  app.add_option("--export", o.export_format, "Also write a packed GPTQ checkpoint: gptq or gptq_v2");
+  add_runtime_flags(app, f.runtime);
+}
+
+train::QatCommandOptions QatFlags::resolve(train::QatObjective objective) {
+  train::QatCommandOptions o = options;
+  o.objective = objective;
+  o.model_dir = model_dir;
+  o.out_dir = out_dir;
+  if (!teacher_dir.empty()) o.teacher_dir = teacher_dir;
+  quant.resolve(o.bits, o.spec, o.init, o.fake_quant);
+  run.resolve(o.trainer, o.backend);
+  o.data.path = data;
+  o.data.enable_thinking = !disable_thinking;
+  o.data.format = train::parse_data_format(data_format, "--data-format");
+  o.data.split = train::parse_plain_text_split(data_split, "--data-split");
+  if (!eval_data.empty()) {
+    train::TextDataOptions eval = o.data;
+    eval.path = eval_data;
+    eval.max_documents.reset();
+    o.eval_data = eval;
+  }
+  o.sequences.layout = train::parse_sequence_layout(layout, "--layout");
+  o.distill.divergence = train::parse_distill_divergence(divergence, "--divergence");
+  runtime.apply_threads();
+  o.device = runtime.resolved_device();
+  o.dtype = runtime.resolved_dtype();
+  return o;
+}
+
+}  // namespace rqat::cli

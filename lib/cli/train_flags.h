@@ -1,0 +1,58 @@
+// The flags of the training tools. qat-sft and qat-kd share one set (they differ only in their
+// objective); grpo reuses the quantization, optimization and run-control groups.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/runtime_flags.h"
+#include "train/qat_command.h"
+
+namespace rqat::cli {
+
+// --bits, --init, --group-size, --sym, --include, --exclude, --scale-mode, --lsq-grad-scale.
+struct QuantFlags {
+  std::optional<int> bits;
+  std::string init = "auto", scale_mode = "frozen";
+  std::vector<std::string> include, exclude;
+  quant::QuantSpec spec;
+  quant::FakeQuantOptions fake_quant;
+  // Fills the resolved values; errors name the flag.
+  void resolve(std::optional<int>& bits_out, quant::QuantSpec& spec_out, train::QuantInit& init_out,
+               quant::FakeQuantOptions& fake_quant_out) const;
+};
+void add_quant_flags(CLI::App& app, QuantFlags& flags);
+
+// --steps, --lr, --warmup-steps, --schedule, --min-lr-ratio, --weight-decay, --adam-*,
+// --max-grad-norm, --seed, --log-every, --eval-every, --checkpoint-every, --keep-checkpoints,
+// --resume, --backend. `steps_help` says what a step is for the tool.
+struct RunFlags {
+  train::TrainerOptions trainer;
+  std::string schedule = "cosine";
+  std::string backend = "auto";
+  void resolve(train::TrainerOptions& trainer_out, train::CommBackend& backend_out) const;
+};
+void add_run_flags(CLI::App& app, RunFlags& flags, const std::string& steps_help);
+
+struct QatFlags {
+  train::QatCommandOptions options;
+  QuantFlags quant;
+  RunFlags run;
+  std::string model_dir, out_dir, teacher_dir;
+  std::string data, data_format = "auto", data_split = "paragraphs";
+  std::string eval_data;
+  bool disable_thinking = false;
+  std::string layout = "pack";
+  std::string divergence = "forward_kl";
+  RuntimeFlags runtime;
+
+  // Resolves the parsed strings; errors name the flag.
+  train::QatCommandOptions resolve(train::QatObjective objective);
+};
+
+void add_qat_flags(CLI::App& app, QatFlags& flags, train::QatObjective objective);
+
+}  // namespace rqat::cli

@@ -1,0 +1,97 @@
+// grpo as a library call (apps/grpo only parses flags): GRPO reinforcement learning of a policy on
+// prompts with gold answers, in three policy modes that serve both studies:
+//   full   every weight trains in full precision;
+//   qat    quantization-aware RL: fake-quantized weights with the straight-through estimator,
+//          from a ptq/qat artifact's quant state (or RTN); rollouts come from the quantized policy;
+//   qlora  a frozen quantized base (the artifact's dequantized weights, or RTN of the model) plus
+//          LoRA adapters; on export the adapters merge into full-precision weights (re-quantize
+//          them with ptq: "PTQ after RL" is grpo --mode full then ptq).
+// One step: sample G completions for each of the step's prompts with the generation engine, score
+// them (rl/rewards.h), compute group-relative advantages, then `epochs` passes over the rollouts
+// in `minibatches` optimizer updates of the clipped objective (rl/grpo_objective.h).
+// Data parallel, checkpoints, resume, signals, NaN guard and metrics are the trainers' shared code
+// (train/training_run.h, docs/qat.md); outputs are an artifact like qat's plus the rollout metrics.
+#pragma once
+
+#include <ATen/core/ScalarType.h>
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/benchmark.h"
+#include "eval/run/evaluate.h"
+#include "model/lora_linear.h"
+#include "quant/fake_quant_linear.h"
+#include "quant/quant_spec.h"
+#include "rl/grpo_objective.h"
+#include "train/distributed.h"
+#include "train/qat_command.h"
+#include "train/trainer.h"
+
+namespace rqat::rl {
+
+enum class PolicyMode { kFull, kQat, kQlora };
+PolicyMode parse_policy_mode(const std::string& name, const std::string& flag);  // full|qat|qlora
+const char* policy_mode_name(PolicyMode mode);
+
+struct GrpoCommandOptions {
+  PolicyMode mode = PolicyMode::kFull;
+  std::filesystem::path model_dir;
+  std::filesystem::path out_dir;
+  // Prompts: a JSONL with a problem and a gold answer per line (fields as eval-math's).
+  std::filesystem::path data;
+  eval::BenchmarkSpec fields;  // name, problem/answer/id fields
+  eval::PromptOptions prompt;  // chat template, instruction, system prompt (as eval-math)
+  size_t max_prompts = 0;      // 0: all
+  // qat / qlora quantization (as qat-sft's flags).
+  std::optional<int> bits;
+  quant::QuantSpec spec;
+  train::QuantInit init = train::QuantInit::kAuto;
+  quant::FakeQuantOptions fake_quant;
+  model::LoraOptions lora;
+  std::vector<std::string> lora_targets = {R"(.*\.(q|k|v|o|gate|up|down)_proj)"};
+  // Rollouts.
+  int64_t prompts_per_step = 8;  // over all processes
+  int group_size = 8;            // G completions per prompt
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  int64_t max_new_tokens = 1024;
+  int64_t rollout_batch = 64;   // sequences decoded together
+  std::string reward = "math";  // rl/rewards.h spec, e.g. "math+format:0.1"
+  // Objective.
+  AdvantageMode advantage = AdvantageMode::kGroupNormalized;
+  GrpoLossOptions loss;
+  bool mask_truncated = false;         // completions cut at max_new_tokens do not count
+  bool skip_degenerate_groups = true;  // groups with equal rewards (zero advantage) are skipped
+  int64_t epochs = 1;                  // passes over each rollout batch
+  int64_t minibatches = 1;             // optimizer updates per pass
+  int64_t micro_batch_size = 0;        // sequences per forward/backward (0: a whole minibatch)
+  // Optimization and run control (steps count rollout batches; lr is scheduled over updates).
+  train::TrainerOptions trainer;
+  bool activation_checkpointing = false;
+  // eval-math on a held-out benchmark subset (greedy) every trainer.eval_every steps.
+  std::string eval_benchmark;
+  std::string eval_benchmark_data;
+  int64_t eval_limit = 32;
+  int64_t eval_max_new_tokens = 1024;
+  train::CommBackend backend = train::CommBackend::kAuto;
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::kCPU;
+};
+
+struct GrpoCommandResult {
+  int64_t start_step = 0;
+  int64_t steps_done = 0;
+  int exit_code = 0;                 // 128 + signal when stopped by one (checkpoint written)
+  std::vector<double> mean_rewards;  // per step run in this process (for tests)
+  io::Json last_eval = io::Json::object();
+};
+
+GrpoCommandResult run_grpo_command(const GrpoCommandOptions& options, std::ostream& out);
+
+}  // namespace rqat::rl

@@ -1,0 +1,110 @@
+// qat-sft and qat-kd as library calls (apps/ only parse flags): train a student on a data set and
+// write an artifact directory like ptq's.
+//
+// Student: --model is a full-precision model directory or a ptq artifact. Quantization-aware
+// training swaps the selected linear layers for FakeQuantLinear (quant/fake_quant_linear.h),
+// initialized from the artifact's quant_state.safetensors (exactly ptq's result: GPTQ, AWQ or RTN)
+// or by RTN of the loaded weights (--init rtn, or when the model has no quant state). --bits 16
+// trains in full precision (plain SFT or distillation without quantization).
+// Objective: qat-sft minimizes the cross-entropy of the data's target tokens; qat-kd a divergence
+// from a frozen teacher run on the same batch (train/distill_loss.h), by default the full-
+// precision model the ptq artifact was made from (its manifest's inputs.model).
+// Output (OUT): config.json + model.safetensors (the trained fake-quantized weights, dequantized,
+// float32) + tokenizer files + quant_state.safetensors (integer codes, scales, zeros) +
+// manifest.json + metrics.jsonl/metrics.h5 + checkpoints/ + gptq/ with --export.
+#pragma once
+
+#include <ATen/core/ScalarType.h>
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quant/fake_quant_linear.h"
+#include "model/decoder.h"
+#include "quant/quant_spec.h"
+#include "train/distill_loss.h"
+#include "train/distributed.h"
+#include "tokenizer/tokenizer.h"
+#include "train/text_dataset.h"
+#include "train/trainer.h"
+#include "train/training_batches.h"
+
+namespace rqat::train {
+
+enum class QatObjective { kSft, kKd };
+
+// How the fake-quantized layers start.
+enum class QuantInit {
+  kAuto,        // the model's quant_state.safetensors when present, else RTN
+  kQuantState,  // the model's quant_state.safetensors (an error when absent)
+  kRtn,         // RTN of the loaded weights with --bits/--group-size/...
+};
+QuantInit parse_quant_init(const std::string& name, const std::string& flag);  // auto|state|rtn
+quant::ScaleMode parse_scale_mode(const std::string& name, const std::string& flag);  // frozen|lsq|clip
+const char* scale_mode_name(quant::ScaleMode mode);
+
+// What a student's fake-quantized layers start from, decided before any weight loads: nothing
+// (bits 16), the model directory's quant state, or RTN with `spec` at `bits`. Errors name --bits
+// and --init.
+struct QuantPlan {
+  bool quantize = false;
+  bool from_state = false;
+  quant::QuantSpec spec;  // the RTN spec (from_state: filled by attach_quant_plan)
+};
+QuantPlan plan_quantization(const std::filesystem::path& model_dir, std::optional<int> bits,
+                            const quant::QuantSpec& spec, QuantInit init);
+// Swaps the planned layers of `model` for FakeQuantLinear; returns the spec in use and fills
+// `layers` with their names. With check_gptq_export, refuses layers GPTQ cannot pack first.
+quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan,
+                                   const std::filesystem::path& model_dir, std::optional<int> bits,
+                                   const quant::FakeQuantOptions& options, bool check_gptq_export,
+                                   std::vector<std::string>& layers);
+
+// The id that pads training batches: the tokenizer's pad token, else its EOS, else 0 (padding is
+// masked out of attention and loss, so any valid id works).
+int64_t padding_token_id(const tokenizer::Tokenizer& tokenizer);
+
+struct QatCommandOptions {
+  QatObjective objective = QatObjective::kSft;
+  std::filesystem::path model_dir;
+  std::filesystem::path out_dir;
+  std::optional<std::filesystem::path> teacher_dir;  // kd: default from the ptq manifest
+  // Quantization: bits unset = the quant state's; 16 = no quantization. spec (other than bits)
+  // is used for RTN initialization.
+  std::optional<int> bits;
+  quant::QuantSpec spec;
+  QuantInit init = QuantInit::kAuto;
+  quant::FakeQuantOptions fake_quant;
+  // Data.
+  TextDataOptions data;
+  std::string chat_template_file;
+  SequenceOptions sequences;
+  std::optional<TextDataOptions> eval_data;  // held-out NLL during training
+  int64_t eval_max_tokens = 20000;           // target tokens of eval_data scored per evaluation
+  // eval-math on the first problems of a benchmark during training (greedy), when a name is set:
+  // a built-in benchmark (math500, gsm8k, ...) read from eval_math_data or $RQAT_DATA_DIR.
+  std::string eval_math_benchmark;
+  std::string eval_math_data;
+  int64_t eval_math_limit = 32;
+  int64_t eval_math_max_new_tokens = 1024;
+  DistillOptions distill;
+  TrainerOptions trainer;
+  bool activation_checkpointing = false;
+  std::string export_format;  // "", "gptq", "gptq_v2"
+  CommBackend backend = CommBackend::kAuto;
+  at::ScalarType dtype = at::kFloat;  // bf16 means: f32 master weights, bf16 autocast (CUDA)
+  c10::Device device = c10::kCPU;
+};
+
+struct QatCommandResult {
+  TrainerResult train;
+  int exit_code = 0;  // 0, or 128 + signal when stopped by a signal (checkpoint written)
+};
+
+QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream& out);
+
+}  // namespace rqat::train

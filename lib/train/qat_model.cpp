@@ -1,0 +1,93 @@
+#include "train/qat_model.h"
+
+#include <map>
+
+#include "io/error.h"
+#include "model/linear.h"
+#include "quant/rtn.h"
+
+namespace rqat::train {
+
+namespace {
+
+quant::FakeQuantOptions named(quant::FakeQuantOptions options, const std::string& name) {
+  options.name = name;
+  return options;
+}
+
+}  // namespace
+
+std::vector<std::string> attach_fake_quant(model::CausalLM& model, const quant::QuantState& state,
+                                           const quant::FakeQuantOptions& options,
+                                           const std::string& where) {
+  std::map<std::string, model::LinearSlot> slots;
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) slots.emplace(slot.name, slot);
+  for (const auto& [name, weight] : state.layers)
+    if (!slots.count(name)) fail("{}: layer {} is not a linear layer of the model", where, name);
+  std::vector<std::string> replaced;
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) {
+    const auto it = state.layers.find(slot.name);
+    if (it == state.layers.end()) continue;
+    const auto& layer = **slot.layer;
+    if (it->second.out_features() != layer.out_features() ||
+        it->second.in_features() != layer.in_features())
+      fail("{}: layer {} is {}x{} in the quantized state but {}x{} in the model", where, slot.name,
+           it->second.out_features(), it->second.in_features(), layer.out_features(),
+           layer.in_features());
+    auto fq = quant::FakeQuantLinear::from_quantized(it->second, layer.bias(),
+                                                     named(options, slot.name));
+    model.replace_linear(slot, fq);
+    replaced.push_back(slot.name);
+  }
+  return replaced;
+}
+
+std::vector<std::string> attach_fake_quant_rtn(model::CausalLM& model, const quant::QuantSpec& spec,
+                                               const quant::FakeQuantOptions& options) {
+  spec.validate("--");
+  std::vector<std::string> replaced;
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) {
+    if (!spec.quantizes(slot.name)) continue;
+    const auto& layer = **slot.layer;
+    // Scales rounded to float16 as ptq does: GPTQ checkpoints store float16 scales, so frozen
+    // scales export exactly. The master weight stays the full-precision one.
+    const at::Tensor weight = layer.effective_weight().detach();
+    quant::QuantizedWeight q = quant::rtn_quantize(weight, spec);
+    q.scales = q.scales.to(at::kHalf).to(at::kFloat);
+    auto fq = std::make_shared<quant::FakeQuantLinear>(weight, q, layer.bias(),
+                                                       named(options, slot.name));
+    model.replace_linear(slot, fq);
+    replaced.push_back(slot.name);
+  }
+  if (replaced.empty()) fail("--include selects no linear layer of the model");
+  return replaced;
+}
+
+int64_t count_fake_quant_layers(model::CausalLM& model) {
+  int64_t n = 0;
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true))
+    if (std::dynamic_pointer_cast<quant::FakeQuantLinear>(*slot.layer)) ++n;
+  return n;
+}
+
+quant::QuantState materialize_fake_quant(model::CausalLM& model, const quant::QuantSpec& spec) {
+  quant::QuantState state;
+  state.spec = spec;
+  torch::NoGradGuard no_grad;
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) {
+    auto fq = std::dynamic_pointer_cast<quant::FakeQuantLinear>(*slot.layer);
+    if (!fq) continue;
+    quant::QuantizedWeight q = fq->to_quantized();
+    const at::Tensor weight = q.dequantize();
+    const auto bias = fq->bias();
+    auto dense = std::make_shared<model::DenseLinear>(fq->in_features(), fq->out_features(),
+                                                      bias.has_value(), fq->weight().options());
+    dense->assign_weight(weight);
+    if (bias) dense->assign_bias(bias->detach());
+    model.replace_linear(slot, dense);
+    state.layers.emplace(slot.name, std::move(q));
+  }
+  return state;
+}
+
+}  // namespace rqat::train

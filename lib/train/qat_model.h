@@ -1,0 +1,40 @@
+// Turning a model into a quantization-aware student and back.
+//
+// attach_*: every selected Linear of the decoder is replaced by a FakeQuantLinear (float32 master
+// weight, quantized in each forward, straight-through backward), starting either exactly at a ptq
+// artifact's result (its quant_state: the master weight is the dequantized weight, scales/zeros
+// as ptq chose them, so step 0 of QAT computes what ptq's model computes) or at round-to-nearest
+// of the current weights.
+// materialize_fake_quant: at export, each FakeQuantLinear becomes a DenseLinear holding its exact
+// fake-quantized weight (so model.safetensors computes the trained quantized model in any
+// full-precision loader) and its integer codes go to the returned QuantState (quant_state.
+// safetensors, GPTQ export): codes and dense weights describe the same numbers bit for bit.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/decoder.h"
+#include "quant/fake_quant_linear.h"
+#include "quant/quant_spec.h"
+#include "quant/quant_state.h"
+
+namespace rqat::train {
+
+// Replaces the layers named in `state` (all must exist with matching shapes; errors name the
+// layer and `where`). Returns the replaced layer names in model order.
+std::vector<std::string> attach_fake_quant(model::CausalLM& model, const quant::QuantState& state,
+                                           const quant::FakeQuantOptions& options,
+                                           const std::string& where);
+// Replaces every layer `spec` selects, with RTN scales of its current weight rounded to float16
+// (as ptq's, so that frozen scales export to GPTQ exactly).
+std::vector<std::string> attach_fake_quant_rtn(model::CausalLM& model, const quant::QuantSpec& spec,
+                                               const quant::FakeQuantOptions& options);
+
+// Number of FakeQuantLinear layers in the model.
+int64_t count_fake_quant_layers(model::CausalLM& model);
+
+// See the header comment. The spec is recorded in the returned state.
+quant::QuantState materialize_fake_quant(model::CausalLM& model, const quant::QuantSpec& spec);
+
+}  // namespace rqat::train

@@ -1,0 +1,44 @@
+#include "train/stop_request.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+
+namespace rqat::train {
+namespace {
+
+std::atomic<int> g_signal{0};
+struct sigaction g_previous_term, g_previous_int;
+
+void on_signal(int number) {
+  if (g_signal.exchange(number) != 0) {
+    // Second signal: the user insists. _exit is async-signal-safe; 128 + n is the shell convention.
+    _exit(128 + number);
+  }
+  static const char message[] = "\nsignal received: stopping after this step (checkpoint)\n";
+  (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
+}
+
+}  // namespace
+
+StopRequest::StopRequest() {
+  g_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, &g_previous_term);
+  sigaction(SIGINT, &action, &g_previous_int);
+}
+
+StopRequest::~StopRequest() {
+  sigaction(SIGTERM, &g_previous_term, nullptr);
+  sigaction(SIGINT, &g_previous_int, nullptr);
+}
+
+bool StopRequest::requested() const { return g_signal.load() != 0; }
+int StopRequest::signal() const { return g_signal.load(); }
+void StopRequest::simulate(int signal_number) { g_signal = signal_number; }
+
+}  // namespace rqat::train

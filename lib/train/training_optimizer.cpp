@@ -1,0 +1,127 @@
+#include "train/training_optimizer.h"
+
+#include <torch/nn/utils/clip_grad.h>
+
+#include <cmath>
+
+#include "io/error.h"
+
+namespace rqat::train {
+
+std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module) {
+  std::vector<NamedParameter> out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    const std::string& name = item.key();
+    const bool matrix_weight =
+        item.value().dim() >= 2 && name.size() >= 7 && name.ends_with(".weight");
+    out.push_back({name, item.value(), matrix_weight});
+  }
+  return out;
+}
+
+void AdamWSettings::validate() const {
+  if (!(beta1 >= 0 && beta1 < 1)) fail("--adam-beta1 must be in [0, 1), got {}", beta1);
+  if (!(beta2 >= 0 && beta2 < 1)) fail("--adam-beta2 must be in [0, 1), got {}", beta2);
+  if (!(eps > 0)) fail("--adam-eps must be > 0, got {}", eps);
+  if (!(weight_decay >= 0)) fail("--weight-decay must be >= 0, got {}", weight_decay);
+}
+
+TrainingOptimizer::TrainingOptimizer(std::vector<NamedParameter> parameters,
+                                     const AdamWSettings& settings)
+    : parameters_(std::move(parameters)) {
+  settings.validate();
+  if (parameters_.empty()) fail("training: the model has no trainable parameters");
+  std::vector<at::Tensor> decay, no_decay;
+  for (const auto& p : parameters_) (p.decay ? decay : no_decay).push_back(p.tensor);
+  auto options = torch::optim::AdamWOptions(settings.lr)
+                     .betas({settings.beta1, settings.beta2})
+                     .eps(settings.eps)
+                     .weight_decay(0.0);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (!decay.empty()) {
+    auto decayed = std::make_unique<torch::optim::AdamWOptions>(options);
+    decayed->weight_decay(settings.weight_decay);
+    groups.emplace_back(decay, std::move(decayed));
+  }
+  if (!no_decay.empty())
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(options));
+  adamw_ = std::make_unique<torch::optim::AdamW>(std::move(groups), options);
+}
+
+void TrainingOptimizer::set_lr(double lr) {
+  for (auto& group : adamw_->param_groups())
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
+void TrainingOptimizer::zero_grad() { adamw_->zero_grad(/*set_to_none=*/true); }
+
+void TrainingOptimizer::step() { adamw_->step(); }
+
+double TrainingOptimizer::clip_grad_norm(double max_norm) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters_)
+    if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad());
+  if (grads.empty()) return 0.0;
+  // The norm in float64 over per-tensor norms: independent of how parameters are grouped.
+  std::vector<at::Tensor> norms;
+  norms.reserve(grads.size());
+  for (const auto& g : grads) norms.push_back(g.detach().to(at::kDouble).norm());
+  const double total = at::stack(norms).norm().item<double>();
+  if (max_norm > 0 && std::isfinite(total) && total > max_norm) {
+    const double factor = max_norm / (total + 1e-6);
+    torch::NoGradGuard no_grad;
+    for (auto& g : grads) g.mul_(factor);
+  }
+  return total;
+}
+
+std::vector<at::Tensor> TrainingOptimizer::tensors() const {
+  std::vector<at::Tensor> out;
+  for (const auto& p : parameters_) out.push_back(p.tensor);
+  return out;
+}
+
+int64_t TrainingOptimizer::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : parameters_) n += p.tensor.numel();
+  return n;
+}
+
+io::NamedTensors TrainingOptimizer::state_tensors() const {
+  io::NamedTensors out;
+  const auto& state = adamw_->state();
+  for (const auto& p : parameters_) {
+    const auto it = state.find(p.tensor.unsafeGetTensorImpl());
+    if (it == state.end()) continue;  // no step taken yet
+    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    out.emplace_back("adam.exp_avg." + p.name, s.exp_avg());
+    out.emplace_back("adam.exp_avg_sq." + p.name, s.exp_avg_sq());
+    out.emplace_back("adam.step." + p.name, torch::tensor({s.step()}, torch::kLong));
+  }
+  return out;
+}
+
+void TrainingOptimizer::load_state(const std::function<at::Tensor(const std::string&)>& lookup,
+                                   const std::string& where) {
+  auto& state = adamw_->state();
+  state.clear();
+  for (const auto& p : parameters_) {
+    const at::Tensor step = lookup("adam.step." + p.name);
+    if (!step.defined()) continue;  // saved before this parameter's first step
+    const at::Tensor exp_avg = lookup("adam.exp_avg." + p.name);
+    const at::Tensor exp_avg_sq = lookup("adam.exp_avg_sq." + p.name);
+    if (!exp_avg.defined() || !exp_avg_sq.defined())
+      fail("{}: optimizer state of {} is incomplete", where, p.name);
+    if (exp_avg.sizes() != p.tensor.sizes() || exp_avg_sq.sizes() != p.tensor.sizes())
+      fail("{}: optimizer state of {} has {} elements, the parameter {}", where, p.name,
+           exp_avg.numel(), p.tensor.numel());
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(step.item<int64_t>());
+    s->exp_avg(exp_avg.to(p.tensor.options()).clone());
+    s->exp_avg_sq(exp_avg_sq.to(p.tensor.options()).clone());
+    state[p.tensor.unsafeGetTensorImpl()] = std::move(s);
+  }
+}
+
+}  // namespace rqat::train

@@ -1,0 +1,140 @@
+"""grpo through the command line on a toy task (a + b for a, b in 0..2, one answer token from a 14-token
+vocabulary; a tiny random Llama written by transformers):
+  - two processes (torchrun-style variables, Gloo), each with half of the prompts of every step, reproduce
+    the single-process run: identical rollouts and rewards, losses within 1e-5;
+  - the qlora artifact is a plain merged model that transformers loads, with the PEFT adapter beside it;
+  - bad flags are one-line errors.
+Needs RQAT_BIN=<path to rqat> (grpo beside it).
+Run: RQAT_BIN=build/apps/rqat .venv/bin/python -m pytest -v -s tests/python/test_grpo_cli.py
+"""
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+RQAT_BIN = os.environ.get("RQAT_BIN", "")
+if not RQAT_BIN or not (os.path.isfile(RQAT_BIN) and os.access(RQAT_BIN, os.X_OK)):
+    pytest.skip(f"RQAT_BIN unset or not an executable ({RQAT_BIN!r})", allow_module_level=True)
+GRPO = Path(RQAT_BIN).parent / "grpo"
+
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+TIMEOUT_S = 300
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS", "SLURM_PROCID"):
+    ENV.pop(var, None)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("grpo")
+    model = root / "toy"
+    vocab = {str(d): d for d in range(10)}
+    vocab.update({"+": 10, "=": 11, "\u010a": 12, "<|endoftext|>": 13})
+    tok = {"version": "1.0", "normalizer": None, "post_processor": None,
+           "added_tokens": [{"id": 13, "content": "<|endoftext|>", "special": True, "lstrip": False, "rstrip": False,
+                             "single_word": False, "normalized": False}],
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
+           "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": []}}
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.02, eos_token_id=13,
+                      tie_word_embeddings=False)
+    LlamaForCausalLM(cfg).save_pretrained(str(model))
+    (model / "tokenizer.json").write_text(json.dumps(tok))
+    (model / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))
+    with open(root / "sums.jsonl", "w") as f:
+        for a in range(3):
+            for b in range(3):
+                f.write(json.dumps({"problem": f"{a}+{b}=", "answer": str(a + b)}) + "\n")
+    return root
+
+
+def args(toy, out, *extra, steps=6):
+    return [GRPO, "--model", toy / "toy", "--out", out, "--data", toy / "sums.jsonl", "--no-chat-template",
+            "--instruction", "", "--prompts-per-step", "8", "--num-generations", "8", "--max-new-tokens", "1",
+            "--steps", str(steps), "--lr", "1e-2", "--schedule", "constant", "--seed", "3", "--threads", "1", "--device", "cpu",
+            *extra]
+
+
+def run(cmd, env=None, check=True):
+    cmd = [str(c) for c in cmd]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env or ENV)
+    if check and r.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {r.returncode}\n--- stdout ---\n{r.stdout}\n--- stderr ---\n{r.stderr}")
+    return r
+
+
+def train_rows(out):
+    rows = [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["series"] == "train"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_gloo_processes_reproduce_one(toy, tmp_path):
+    # One step from identical weights, so identical rollouts; after it the weights may differ in
+    # the last bits (float summation order), which can flip a later sampled token, so the
+    # comparison stops at the weights after the first update.
+    run(args(toy, tmp_path / "single", steps=1))
+    want = train_rows(tmp_path / "single")
+    port = str(free_port())
+    procs = []
+    for rank in (0, 1):
+        env = {**ENV, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+        cmd = [str(c) for c in args(toy, tmp_path / "pair", steps=1)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    try:
+        outputs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
+    got = train_rows(tmp_path / "pair")
+    assert len(got) == len(want) == 1
+    assert got[0]["reward"] == want[0]["reward"]  # the same rollouts from the same weights
+    assert got[0]["entropy"] == pytest.approx(want[0]["entropy"], rel=1e-6)
+    assert got[0]["grad_norm"] == pytest.approx(want[0]["grad_norm"], rel=1e-5)  # the all-reduced gradient
+    a, b = load_file(str(tmp_path / "single" / "model.safetensors")), load_file(str(tmp_path / "pair" / "model.safetensors"))
+    worst = max((a[k] - b[k]).abs().max().item() for k in a)
+    print(f"\ngrpo, 2 Gloo processes x 4 prompts vs 1 x 8: gradient norm {got[0]['grad_norm']:.9e} vs "
+          f"{want[0]['grad_norm']:.9e}, max |weight difference| after the update {worst:.2e} (lr 1e-2)")
+    # Group-relative advantages sum to zero, so many gradient entries are tiny sums of cancelling
+    # terms whose last bits depend on summation order; Adam's first step divides each entry by its
+    # own magnitude, which turns those bits into visible (but lr-bounded) weight differences.
+    assert worst < 0.1 * 1e-2
+
+
+def test_qlora_artifact_is_a_merged_model(toy, tmp_path):
+    out = tmp_path / "qlora"
+    run(args(toy, out, "--mode", "qlora", "--bits", "4", "--group-size", "-1", "--lora-rank", "4"))
+    adapter = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert adapter["peft_type"] == "LORA" and adapter["r"] == 4
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["tool"] == "grpo" and manifest["config"]["mode"] == "qlora"
+    hf = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32)
+    with torch.no_grad():
+        logits = hf(input_ids=torch.tensor([[1, 10, 2, 11]])).logits
+    assert torch.isfinite(logits).all() and logits.shape == (1, 4, 16)
+
+
+def test_bad_flags_are_one_line_errors(toy, tmp_path):
+    for extra, needle in [(["--mode", "lora"], "--mode"), (["--loss-aggregation", "sum"], "--loss-aggregation"),
+                          (["--reward", "math+nope"], "--reward"), (["--mode", "qat"], "--bits is required")]:
+        r = run(args(toy, tmp_path / "bad", *extra), check=False)
+        assert r.returncode != 0
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert not (tmp_path / "bad" / "model.safetensors").exists()

@@ -1,0 +1,236 @@
+// GRPO end to end on the CPU: the training forward's log-probs of sampled completions equal the
+// rollout engine's (so the first update's ratio is 1), and a toy task a tiny model can learn (the
+// one-digit answer of "a+b=" with a 14-token vocabulary) is learned in a few dozen steps by every
+// policy mode: full, quantization-aware (fake-quantized 4-bit) and QLoRA (frozen 4-bit base +
+// LoRA). Mean reward must rise clearly.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "generation/generation_engine.h"
+#include "io/json_file.h"
+#include "model/init.h"
+#include "model/model_dir.h"
+#include "rl/grpo_command.h"
+#include "rl/policy_logprobs.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "train/stop_request.h"
+#include "rl/rewards.h"
+
+#include <atomic>
+#include <csignal>
+
+using namespace rqat;
+
+namespace {
+
+// A byte-level BPE tokenizer of 14 tokens: the digits, '+', '=', newline and an end token.
+void write_digit_tokenizer(const std::filesystem::path& dir) {
+  nlohmann::json vocab = nlohmann::json::object();
+  int id = 0;
+  for (char c = '0'; c <= '9'; ++c) vocab[std::string(1, c)] = id++;
+  vocab["+"] = id++;
+  vocab["="] = id++;
+  vocab["\u010a"] = id++;  // "\n" in the byte-level alphabet
+  vocab["<|endoftext|>"] = id;
+  const nlohmann::json added = nlohmann::json::array(
+      {{{"id", id}, {"content", "<|endoftext|>"}, {"special", true}, {"lstrip", false},
+        {"rstrip", false}, {"single_word", false}, {"normalized", false}}});
+  const nlohmann::json tok = {
+      {"version", "1.0"},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  test::write_bytes(dir / "tokenizer.json", tok.dump());
+  test::write_bytes(dir / "tokenizer_config.json", nlohmann::json({{"eos_token", "<|endoftext|>"}}).dump());
+}
+
+std::filesystem::path write_toy_model(const test::TempDir& dir) {
+  const auto model_dir = dir / "toy";
+  std::filesystem::create_directories(model_dir);
+  write_digit_tokenizer(model_dir);
+  auto config = test::tiny_config(model::Family::kLlama, /*tied=*/false);
+  config.vocab_size = 16;
+  config.eos_token_ids = {13};
+  model::CausalLM model(config, at::TensorOptions(at::kFloat));
+  model::init_random(model, 3, 0.02);
+  model::save_causal_lm(model, model_dir, {});
+  // Prompts: a + b for a, b in 0..2 (9 prompts, answers 0..4): small enough to be learned from
+  // rewards alone in a few dozen steps.
+  std::ofstream data(dir / "sums.jsonl");
+  for (int a = 0; a <= 2; ++a)
+    for (int b = 0; b <= 2; ++b)
+      data << io::Json({{"problem", fmt::format("{}+{}=", a, b)}, {"answer", std::to_string(a + b)}}).dump() << "\n";
+  return model_dir;
+}
+
+rl::GrpoCommandOptions toy_options(const test::TempDir& dir, const std::filesystem::path& model,
+                                   rl::PolicyMode mode) {
+  rl::GrpoCommandOptions o;
+  o.mode = mode;
+  o.model_dir = model;
+  o.out_dir = dir / fmt::format("out-{}", rl::policy_mode_name(mode));
+  o.data = dir / "sums.jsonl";
+  o.fields.name = "sums";
+  o.fields.problem_fields = {"problem"};
+  o.fields.answer_field = "answer";
+  o.prompt.use_chat_template = false;
+  o.prompt.instruction = "";
+  o.prompts_per_step = 8;
+  o.group_size = 8;
+  o.temperature = 1.0;
+  o.max_new_tokens = 1;
+  o.trainer.steps = 80;
+  o.trainer.lr.peak_lr = mode == rl::PolicyMode::kQat ? 2e-2 : 1e-2;
+  o.trainer.lr.decay = train::LrDecay::kConstant;
+  o.trainer.log_every = 10;
+  o.trainer.seed = 1;
+  if (mode != rl::PolicyMode::kFull) {
+    o.bits = 4;
+    o.spec.group_size = -1;
+  }
+  o.lora.rank = 8;
+  o.lora.alpha = 16;
+  // The toy model is random, not pre-trained: its frozen output layer carries no knowledge to
+  // steer, so the adapters also cover lm_head (real runs keep the default: the block projections).
+  o.lora_targets = {R"(.*_proj)", "lm_head"};
+  return o;
+}
+
+double mean(const std::vector<double>& v, size_t begin, size_t end) {
+  double s = 0;
+  for (size_t i = begin; i < end; ++i) s += v[i];
+  return s / static_cast<double>(end - begin);
+}
+
+}  // namespace
+
+TEST_CASE("the training forward's log-probs equal the rollout engine's", "[grpo]") {
+  test::TempDir dir("grpo_logprobs");
+  auto model = test::random_tiny_model(model::Family::kQwen3, false, 4);
+  for (double temperature : {1.0, 0.7}) {
+    INFO("temperature " << temperature);
+    generation::GenerationRequest request;
+    request.prompt_ids = {3, 17, 5, 9};
+    request.num_samples = 4;
+    request.seed = 9;
+    request.params.temperature = temperature;
+    request.params.max_new_tokens = 7;
+    generation::GenerationEngine engine(*model, nullptr, {4});
+    const auto results = engine.generate({request});
+    std::vector<rl::PolicySequence> rows;
+    std::vector<std::span<const float>> rollout;
+    for (const auto& r : results) {
+      rows.push_back({request.prompt_ids, r.token_ids});
+      rollout.emplace_back(r.tempered_logprobs);
+    }
+    const auto batch = rl::make_policy_batch(rows, 0);
+    torch::NoGradGuard no_grad;
+    const auto lp = rl::policy_logprobs(*model, batch, temperature, true);
+    const auto engine_logp = rl::align_completion_values(batch, rollout);
+    CHECK(batch.completion_tokens == 4 * 7);
+    const double diff = (lp.logp - engine_logp).abs().max().item<double>();
+    INFO("max |training - rollout| = " << diff);
+    CHECK(diff < 2e-5);
+    CHECK(lp.entropy.masked_select(batch.completion_mask).min().item<double>() > 0);
+    if (temperature == 1.0) {
+      std::vector<std::span<const float>> plain;
+      for (const auto& r : results) plain.emplace_back(r.logprobs);
+      CHECK((rl::align_completion_values(batch, plain) - engine_logp).abs().max().item<double>() == 0);
+    }
+  }
+}
+
+TEST_CASE("GRPO learns one-digit sums in every policy mode", "[grpo][learning]") {
+  test::TempDir dir("grpo_toy");
+  const auto model = write_toy_model(dir);
+  std::cout << fmt::format("\n{:<8}{:>16}{:>16}\n", "mode", "reward 1-5", "reward 71-80");
+  for (auto mode : {rl::PolicyMode::kFull, rl::PolicyMode::kQat, rl::PolicyMode::kQlora}) {
+    INFO(rl::policy_mode_name(mode));
+    const auto o = toy_options(dir, model, mode);
+    std::ostringstream log;
+    const auto result = rl::run_grpo_command(o, log);
+    INFO(log.str());
+    REQUIRE(result.exit_code == 0);
+    REQUIRE(result.mean_rewards.size() == 80);
+    const double first = mean(result.mean_rewards, 0, 5), last = mean(result.mean_rewards, 70, 80);
+    std::cout << fmt::format("{:<8}{:>16.3f}{:>16.3f}\n", rl::policy_mode_name(mode), first, last);
+    CHECK(last > first + 0.25);  // seeds 1-4 all clear it (smallest rise seen: 0.28)
+    CHECK(std::filesystem::exists(o.out_dir / "model.safetensors"));
+    CHECK(std::filesystem::exists(o.out_dir / "metrics.h5"));
+  }
+}
+
+namespace {
+
+// A reward part that is always 0 but sends this process SIGTERM once it has scored `after`
+// completions: the run stops after that step, as under SLURM preemption.
+class StopAfter : public rl::RewardFunction {
+ public:
+  explicit StopAfter(int after) : after_(after) {}
+  std::string name() const override { return "stop_after"; }
+  double score(const rl::RewardInput&) const override {
+    if (++calls_ == after_) train::StopRequest::simulate(SIGTERM);
+    return 0;
+  }
+
+ private:
+  int after_;
+  mutable std::atomic<int> calls_{0};
+};
+
+std::vector<io::Json> train_rows(const std::filesystem::path& out) {
+  std::ifstream in(out / "metrics.jsonl");
+  std::vector<io::Json> rows;
+  for (std::string line; std::getline(in, line);) {
+    auto row = io::Json::parse(line);
+    if (row["series"] == "train") rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("a GRPO run stopped by SIGTERM resumes to the uninterrupted run's numbers", "[grpo][resume]") {
+  test::TempDir dir("grpo_resume");
+  const auto model = write_toy_model(dir);
+  // 3 steps of 8 prompts x 8 samples = 192 scored completions before the stop.
+  rl::register_reward("stop_after_192", [] { return std::make_unique<StopAfter>(192); }, 0.0);
+  auto o = toy_options(dir, model, rl::PolicyMode::kQat);
+  o.trainer.steps = 6;
+  o.epochs = 2;
+  o.minibatches = 2;
+  o.trainer.checkpoint_every = 4;
+  std::ostringstream log;
+  o.out_dir = dir / "straight";
+  REQUIRE(rl::run_grpo_command(o, log).exit_code == 0);
+
+  o.out_dir = dir / "broken";
+  o.reward = "math+stop_after_192";
+  const auto first = rl::run_grpo_command(o, log);
+  CHECK(first.exit_code == 128 + SIGTERM);
+  CHECK(first.steps_done == 3);
+  o.trainer.resume = true;
+  o.reward = "math+stop_after_192";  // same settings; the counter of the new reward starts over
+  const auto second = rl::run_grpo_command(o, log);
+  INFO(log.str());
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.start_step == 3);
+  const auto want = train_rows(dir / "straight"), got = train_rows(dir / "broken");
+  REQUIRE(want.size() == 6);
+  REQUIRE(got.size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("step " << i + 1);
+    CHECK(got[i]["reward"] == want[i]["reward"]);
+    CHECK(got[i]["loss"] == want[i]["loss"]);
+    CHECK(got[i]["grad_norm"] == want[i]["grad_norm"]);
+  }
+}
