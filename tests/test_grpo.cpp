@@ -155,7 +155,13 @@ TEST_CASE("GRPO learns one-digit sums in every policy mode", "[grpo][learning]")
   std::cout << fmt::format("\n{:<8}{:>16}{:>16}\n", "mode", "reward 1-5", "reward 71-80");
   for (auto mode : {rl::PolicyMode::kFull, rl::PolicyMode::kQat, rl::PolicyMode::kQlora}) {
     INFO(rl::policy_mode_name(mode));
-    const auto o = toy_options(dir, model, mode);
+    auto o = toy_options(dir, model, mode);
+    if (mode == rl::PolicyMode::kFull) {  // greedy eval-math on the prompts, before and after
+      o.eval_benchmark = "sums";
+      o.eval_benchmark_data = (dir / "sums.jsonl").string();
+      o.eval_limit = 9;
+      o.eval_max_new_tokens = 1;
+    }
     std::ostringstream log;
     const auto result = rl::run_grpo_command(o, log);
     INFO(log.str());
@@ -166,6 +172,12 @@ TEST_CASE("GRPO learns one-digit sums in every policy mode", "[grpo][learning]")
     CHECK(last > first + 0.25);  // seeds 1-4 all clear it (smallest rise seen: 0.28)
     CHECK(std::filesystem::exists(o.out_dir / "model.safetensors"));
     CHECK(std::filesystem::exists(o.out_dir / "metrics.h5"));
+    if (mode == rl::PolicyMode::kFull) {
+      REQUIRE(result.last_eval.contains("accuracy"));
+      CHECK(result.last_eval["step"] == 80);
+      CHECK(std::filesystem::exists(o.out_dir / "eval-math" / "step-00000000" / "samples.jsonl"));
+      CHECK(std::filesystem::exists(o.out_dir / "eval-math" / "step-00000080" / "summary.json"));
+    }
   }
 }
 
