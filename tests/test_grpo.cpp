@@ -17,10 +17,10 @@
 #include "model/model_dir.h"
 #include "rl/grpo_command.h"
 #include "rl/policy_logprobs.h"
+#include "rl/rewards.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "train/stop_request.h"
-#include "rl/rewards.h"
 
 #include <atomic>
 #include <csignal>
@@ -38,9 +38,13 @@ void write_digit_tokenizer(const std::filesystem::path& dir) {
   vocab["="] = id++;
   vocab["\u010a"] = id++;  // "\n" in the byte-level alphabet
   vocab["<|endoftext|>"] = id;
-  const nlohmann::json added = nlohmann::json::array(
-      {{{"id", id}, {"content", "<|endoftext|>"}, {"special", true}, {"lstrip", false},
-        {"rstrip", false}, {"single_word", false}, {"normalized", false}}});
+  const nlohmann::json added = nlohmann::json::array({{{"id", id},
+                                                       {"content", "<|endoftext|>"},
+                                                       {"special", true},
+                                                       {"lstrip", false},
+                                                       {"rstrip", false},
+                                                       {"single_word", false},
+                                                       {"normalized", false}}});
   const nlohmann::json tok = {
       {"version", "1.0"},
       {"added_tokens", added},
@@ -50,7 +54,8 @@ void write_digit_tokenizer(const std::filesystem::path& dir) {
       {"decoder", {{"type", "ByteLevel"}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
   test::write_bytes(dir / "tokenizer.json", tok.dump());
-  test::write_bytes(dir / "tokenizer_config.json", nlohmann::json({{"eos_token", "<|endoftext|>"}}).dump());
+  test::write_bytes(dir / "tokenizer_config.json",
+                    nlohmann::json({{"eos_token", "<|endoftext|>"}}).dump());
 }
 
 std::filesystem::path write_toy_model(const test::TempDir& dir) {
@@ -68,7 +73,10 @@ std::filesystem::path write_toy_model(const test::TempDir& dir) {
   std::ofstream data(dir / "sums.jsonl");
   for (int a = 0; a <= 2; ++a)
     for (int b = 0; b <= 2; ++b)
-      data << io::Json({{"problem", fmt::format("{}+{}=", a, b)}, {"answer", std::to_string(a + b)}}).dump() << "\n";
+      data << io::Json(
+                  {{"problem", fmt::format("{}+{}=", a, b)}, {"answer", std::to_string(a + b)}})
+                  .dump()
+           << "\n";
   return model_dir;
 }
 
@@ -144,7 +152,8 @@ TEST_CASE("the training forward's log-probs equal the rollout engine's", "[grpo]
     if (temperature == 1.0) {
       std::vector<std::span<const float>> plain;
       for (const auto& r : results) plain.emplace_back(r.logprobs);
-      CHECK((rl::align_completion_values(batch, plain) - engine_logp).abs().max().item<double>() == 0);
+      CHECK((rl::align_completion_values(batch, plain) - engine_logp).abs().max().item<double>() ==
+            0);
     }
   }
 }
@@ -199,23 +208,15 @@ class StopAfter : public rl::RewardFunction {
   mutable std::atomic<int> calls_{0};
 };
 
-std::vector<io::Json> train_rows(const std::filesystem::path& out) {
-  std::ifstream in(out / "metrics.jsonl");
-  std::vector<io::Json> rows;
-  for (std::string line; std::getline(in, line);) {
-    auto row = io::Json::parse(line);
-    if (row["series"] == "train") rows.push_back(row);
-  }
-  return rows;
-}
-
 }  // namespace
 
-TEST_CASE("a GRPO run stopped by SIGTERM resumes to the uninterrupted run's numbers", "[grpo][resume]") {
+TEST_CASE("a GRPO run stopped by SIGTERM resumes to the uninterrupted run's numbers",
+          "[grpo][resume]") {
   test::TempDir dir("grpo_resume");
   const auto model = write_toy_model(dir);
   // 3 steps of 8 prompts x 8 samples = 192 scored completions before the stop.
-  rl::register_reward("stop_after_192", [] { return std::make_unique<StopAfter>(192); }, 0.0);
+  rl::register_reward(
+      "stop_after_192", [] { return std::make_unique<StopAfter>(192); }, 0.0);
   auto o = toy_options(dir, model, rl::PolicyMode::kQat);
   o.trainer.steps = 6;
   o.epochs = 2;
@@ -236,7 +237,8 @@ TEST_CASE("a GRPO run stopped by SIGTERM resumes to the uninterrupted run's numb
   INFO(log.str());
   REQUIRE(second.exit_code == 0);
   CHECK(second.start_step == 3);
-  const auto want = train_rows(dir / "straight"), got = train_rows(dir / "broken");
+  const auto want = test::metrics_rows(dir / "straight", "train"),
+             got = test::metrics_rows(dir / "broken", "train");
   REQUIRE(want.size() == 6);
   REQUIRE(got.size() == 6);
   for (size_t i = 0; i < 6; ++i) {

@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include "generation/generation_engine.h"
-#include "model/llama2c_convert.h"
 #include "model/model_dir.h"
 #include "quant/ptq.h"
 #include "test_util.h"
@@ -23,19 +22,11 @@
 using namespace rqat;
 
 TEST_CASE("stories260K: held-out NLL after RTN, GPTQ and AWQ at W2/W3/W4", "[ptq][stories]") {
-  const auto data = test::shared_data_dir() / "tinyllama";
-  if (!std::filesystem::exists(data / "stories260K.bin") ||
-      !std::filesystem::exists(data / "tok512.bin")) {
-    std::puts("SKIPPED: ../shared/data/tinyllama is absent");
-    return;
-  }
   test::TempDir dir("ptq_stories");
-  model::Llama2cConvertOptions convert;
-  convert.checkpoint = data / "stories260K.bin";
-  convert.tokenizer_bin = data / "tok512.bin";
-  convert.out_dir = dir / "model";
-  model::convert_llama2c(convert);
-  auto tokenizer = tokenizer::Tokenizer::load(convert.out_dir);
+  const auto model_dir = test::convert_stories260k(dir);
+  if (!model_dir) return;
+  const auto data = test::shared_data_dir() / "tinyllama";
+  auto tokenizer = tokenizer::Tokenizer::load(*model_dir);
 
   // Held-out text, scored in windows of 256 tokens.
   train::TextDataOptions text;
@@ -44,7 +35,7 @@ TEST_CASE("stories260K: held-out NLL after RTN, GPTQ and AWQ at W2/W3/W4", "[ptq
   const auto windows = train::score_windows(held_out, 256);
 
   // Calibration: the model's own samples from BOS (seeded, temperature 1, EOS ignored).
-  auto fp_model = model::load_causal_lm(convert.out_dir);
+  auto fp_model = model::load_causal_lm(*model_dir);
   at::Tensor calibration;
   {
     generation::GenerationRequest request;
@@ -72,7 +63,7 @@ TEST_CASE("stories260K: held-out NLL after RTN, GPTQ and AWQ at W2/W3/W4", "[ptq
     for (const char* method : {"rtn", "gptq", "awq"}) {
       std::string row = fmt::format("{:<6} {:>6}", method, group);
       for (int bits : {4, 3, 2}) {
-        auto model = model::load_causal_lm(convert.out_dir);
+        auto model = model::load_causal_lm(*model_dir);
         quant::PtqOptions options;
         options.method = quant::parse_ptq_method(method);
         options.spec.bits = bits;

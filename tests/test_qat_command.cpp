@@ -32,21 +32,16 @@ std::filesystem::path write_model(const test::TempDir& dir) {
   return dir / "model";
 }
 
-std::vector<io::Json> rows(const std::filesystem::path& jsonl, const std::string& series) {
-  std::ifstream in(jsonl);
-  std::vector<io::Json> out;
-  for (std::string line; std::getline(in, line);) {
-    auto row = io::Json::parse(line);
-    if (row["series"] == series) out.push_back(row);
-  }
-  return out;
-}
-
-train::QatCommandOptions chat_options(const test::TempDir& dir, const std::filesystem::path& model) {
-  std::ofstream(dir / "chat.jsonl") << R"({"q": "1+1?", "a": "2, so \\boxed{2}"})" << "\n"
-                                    << R"({"q": "2+2?", "a": "it is \\boxed{4}"})" << "\n"
-                                    << R"({"q": "3+3?", "a": "\\boxed{6}"})" << "\n"
-                                    << R"({"q": "4+4?", "a": "eight: \\boxed{8}"})" << "\n";
+train::QatCommandOptions chat_options(const test::TempDir& dir,
+                                      const std::filesystem::path& model) {
+  std::ofstream(dir / "chat.jsonl") << R"({"q": "1+1?", "a": "2, so \\boxed{2}"})"
+                                    << "\n"
+                                    << R"({"q": "2+2?", "a": "it is \\boxed{4}"})"
+                                    << "\n"
+                                    << R"({"q": "3+3?", "a": "\\boxed{6}"})"
+                                    << "\n"
+                                    << R"({"q": "4+4?", "a": "eight: \\boxed{8}"})"
+                                    << "\n";
   train::QatCommandOptions o;
   o.model_dir = model;
   o.out_dir = dir / "out";
@@ -70,8 +65,10 @@ train::QatCommandOptions chat_options(const test::TempDir& dir, const std::files
 TEST_CASE("qat-sft on chat data with eval-math on a toy benchmark during training", "[qat]") {
   test::TempDir dir("qat_command_chat");
   const auto model = write_model(dir);
-  std::ofstream(dir / "toy.jsonl") << R"({"problem": "1+1?", "answer": "2"})" << "\n"
-                                   << R"({"problem": "2+3?", "answer": "5"})" << "\n";
+  std::ofstream(dir / "toy.jsonl") << R"({"problem": "1+1?", "answer": "2"})"
+                                   << "\n"
+                                   << R"({"problem": "2+3?", "answer": "5"})"
+                                   << "\n";
   auto o = chat_options(dir, model);
   o.eval_math_benchmark = "toy";
   o.eval_math_data = (dir / "toy.jsonl").string();
@@ -82,7 +79,7 @@ TEST_CASE("qat-sft on chat data with eval-math on a toy benchmark during trainin
   INFO(log.str());
   REQUIRE(result.exit_code == 0);
   CHECK(log.str().find("4 documents") != std::string::npos);
-  const auto evals = rows(o.out_dir / "metrics.jsonl", "eval");
+  const auto evals = test::metrics_rows(o.out_dir, "eval");
   REQUIRE(evals.size() == 2);  // before training and at the end
   for (const auto& row : evals) {
     CHECK(row.contains("math_accuracy"));
@@ -110,7 +107,7 @@ TEST_CASE("--bits 16 trains in full precision and writes no quantized state", "[
   std::ostringstream log;
   REQUIRE(train::run_qat_command(o, log).exit_code == 0);
   CHECK_FALSE(std::filesystem::exists(o.out_dir / quant::kQuantStateFile));
-  const auto train_rows = rows(o.out_dir / "metrics.jsonl", "train");
+  const auto train_rows = test::metrics_rows(o.out_dir, "train");
   REQUIRE(train_rows.size() == 4);
   CHECK(train_rows.back()["loss"].get<double>() < train_rows.front()["loss"].get<double>());
 }
@@ -122,10 +119,12 @@ TEST_CASE("qat settings are checked before training", "[qat]") {
   std::ostringstream log;
   auto too_long = o;
   too_long.sequences.max_length = 1 << 20;
-  test::require_error([&] { train::run_qat_command(too_long, log); }, {"--max-length", "max_position_embeddings"});
+  test::require_error([&] { train::run_qat_command(too_long, log); },
+                      {"--max-length", "max_position_embeddings"});
   auto state_init = o;
   state_init.init = train::QuantInit::kQuantState;
-  test::require_error([&] { train::run_qat_command(state_init, log); }, {"--init state", "quant_state"});
+  test::require_error([&] { train::run_qat_command(state_init, log); },
+                      {"--init state", "quant_state"});
   auto kd = o;
   kd.objective = train::QatObjective::kKd;
   test::require_error([&] { train::run_qat_command(kd, log); }, {"--teacher is required"});

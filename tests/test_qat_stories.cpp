@@ -14,7 +14,6 @@
 
 #include "generation/generation_engine.h"
 #include "io/json_file.h"
-#include "model/llama2c_convert.h"
 #include "model/model_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -46,8 +45,8 @@ struct Outcome {
 };
 
 Outcome run_training(const std::filesystem::path& model_dir, const std::filesystem::path& data,
-              const std::filesystem::path& held_out, const std::filesystem::path& out,
-              train::QatObjective objective) {
+                     const std::filesystem::path& held_out, const std::filesystem::path& out,
+                     train::QatObjective objective) {
   train::QatCommandOptions o;
   o.objective = objective;
   o.model_dir = model_dir;
@@ -73,13 +72,8 @@ Outcome run_training(const std::filesystem::path& model_dir, const std::filesyst
   Outcome outcome;
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   REQUIRE(result.exit_code == 0);
-  // The evaluation rows of metrics.jsonl: step 0 (RTN) and the end.
-  std::ifstream jsonl(out / "metrics.jsonl");
-  std::vector<io::Json> evals;
-  for (std::string line; std::getline(jsonl, line);) {
-    const auto row = io::Json::parse(line);
-    if (row["series"] == "eval") evals.push_back(row);
-  }
+  // The evaluation rows: step 0 (RTN) and the end.
+  const auto evals = test::metrics_rows(out, "eval");
   REQUIRE(evals.size() == 2);
   CHECK(evals.front()["step"] == 0);
   CHECK(evals.back()["step"] == 240);
@@ -91,32 +85,29 @@ Outcome run_training(const std::filesystem::path& model_dir, const std::filesyst
 
 }  // namespace
 
-TEST_CASE("stories260K at W2: qat-kd recovers held-out NLL, compared with qat-sft", "[qat][stories]") {
-  const auto data = test::shared_data_dir() / "tinyllama";
-  if (!std::filesystem::exists(data / "stories260K.bin") || !std::filesystem::exists(data / "tok512.bin")) {
-    std::puts("SKIPPED: ../shared/data/tinyllama is absent");
-    return;
-  }
+TEST_CASE("stories260K at W2: qat-kd recovers held-out NLL, compared with qat-sft",
+          "[qat][stories]") {
   test::TempDir dir("qat_stories");
-  model::Llama2cConvertOptions convert;
-  convert.checkpoint = data / "stories260K.bin";
-  convert.tokenizer_bin = data / "tok512.bin";
-  convert.out_dir = dir / "model";
-  model::convert_llama2c(convert);
-  write_teacher_samples(convert.out_dir, dir / "traces.jsonl", 256, 127);
+  const auto model_dir = test::convert_stories260k(dir);
+  if (!model_dir) return;
+  const auto data = test::shared_data_dir() / "tinyllama";
+  write_teacher_samples(*model_dir, dir / "traces.jsonl", 256, 127);
 
   const auto held_out = data / "tinystories_sample.txt";
-  const Outcome kd = run_training(convert.out_dir, dir / "traces.jsonl", held_out, dir / "kd", train::QatObjective::kKd);
-  const Outcome sft = run_training(convert.out_dir, dir / "traces.jsonl", held_out, dir / "sft", train::QatObjective::kSft);
+  const Outcome kd = run_training(*model_dir, dir / "traces.jsonl", held_out, dir / "kd",
+                                  train::QatObjective::kKd);
+  const Outcome sft = run_training(*model_dir, dir / "traces.jsonl", held_out, dir / "sft",
+                                   train::QatObjective::kSft);
 
   const double fp = kd.teacher_nll, rtn = kd.nll_before;
   auto recovered = [&](double after) { return (rtn - after) / (rtn - fp); };
-  std::cout << fmt::format("\nstories260K held-out NLL (TinyStories sample), W2 g32, RTN init, 240 steps x 8 x 128\n");
+  std::cout << fmt::format(
+      "\nstories260K held-out NLL (TinyStories sample), W2 g32, RTN init, 240 steps x 8 x 128\n");
   std::cout << fmt::format("{:<22}{:>10}{:>14}{:>10}\n", "model", "NLL", "recovered", "seconds");
   std::cout << fmt::format("{:<22}{:>10.4f}{:>14}{:>10}\n", "FP (teacher)", fp, "", "");
   std::cout << fmt::format("{:<22}{:>10.4f}{:>14}{:>10}\n", "W2 RTN", rtn, "0%", "");
-  std::cout << fmt::format("{:<22}{:>10.4f}{:>13.1f}%{:>10.1f}\n", "W2 RTN + qat-sft", sft.nll_after,
-                           100 * recovered(sft.nll_after), sft.seconds);
+  std::cout << fmt::format("{:<22}{:>10.4f}{:>13.1f}%{:>10.1f}\n", "W2 RTN + qat-sft",
+                           sft.nll_after, 100 * recovered(sft.nll_after), sft.seconds);
   std::cout << fmt::format("{:<22}{:>10.4f}{:>13.1f}%{:>10.1f}\n", "W2 RTN + qat-kd", kd.nll_after,
                            100 * recovered(kd.nll_after), kd.seconds);
   CHECK(sft.nll_before == kd.nll_before);  // both start from the same RTN student

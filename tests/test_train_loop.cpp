@@ -3,8 +3,8 @@
 // plain backward), gradient accumulation (same losses as one big micro-batch), a run stopped by a
 // signal and resumed (bit-identical losses and weights to an uninterrupted run on the CPU), the
 // NaN guard (stops, names the step, keeps the last good checkpoint) and the metrics files.
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include <csignal>
 #include <fstream>
@@ -38,7 +38,8 @@ TEST_CASE("learning-rate schedules follow their closed forms", "[lr]") {
       const double p = (step - 4) / 19.0;
       double want = 2e-3;
       if (decay == LrDecay::kLinear) want = 2e-3 * (1 - 0.9 * p);
-      if (decay == LrDecay::kCosine) want = 2e-3 * (0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * p)));
+      if (decay == LrDecay::kCosine)
+        want = 2e-3 * (0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * p)));
       CHECK(s.at(step) == Approx(want).epsilon(1e-12));
     }
   }
@@ -96,8 +97,8 @@ struct RunSettings {
   int64_t micro_batch = 0;
   int64_t checkpoint_every = 0;
   bool resume = false;
-  int stop_during_step = 0;     // simulate SIGTERM while computing this step (1-based)
-  int nan_at_step = 0;          // the loss becomes NaN at this step (1-based)
+  int stop_during_step = 0;  // simulate SIGTERM while computing this step (1-based)
+  int nan_at_step = 0;       // the loss becomes NaN at this step (1-based)
   bool activation_checkpointing = false;
 };
 
@@ -105,7 +106,8 @@ RunOutcome train_tiny(const std::filesystem::path& out, const RunSettings& setti
   auto model = fake_quant_student(3);
   model->set_activation_checkpointing(settings.activation_checkpointing);
   const SequenceSet data = random_sequences(20, model->config().vocab_size, 11);
-  TrainingOptimizer optimizer(trainable_parameters(*model), AdamWSettings{.lr = 1e-3, .weight_decay = 0.1});
+  TrainingOptimizer optimizer(trainable_parameters(*model),
+                              AdamWSettings{.lr = 1e-3, .weight_decay = 0.1});
   auto comm = Communicator::create(DistributedEnv{}, CommBackend::kAuto, c10::kCPU);
   StepMetricsLog metrics(out, true);
   TrainerOptions options;
@@ -121,7 +123,8 @@ RunOutcome train_tiny(const std::filesystem::path& out, const RunSettings& setti
   options.show_progress = false;
   options.fingerprint = {{"test", "train_tiny"}};
   Trainer trainer(*model, optimizer, data, *comm, metrics, options);
-  int64_t step = 0, calls_in_step = 0, micro_per_step = settings.micro_batch ? 4 / settings.micro_batch : 1;
+  int64_t step = 0, calls_in_step = 0,
+          micro_per_step = settings.micro_batch ? 4 / settings.micro_batch : 1;
   if (settings.resume) {
     if (auto c = find_latest_checkpoint(out)) step = c->step;
   }
@@ -132,7 +135,8 @@ RunOutcome train_tiny(const std::filesystem::path& out, const RunSettings& setti
     const MaskedNllSum nll = masked_next_token_nll(logits, batch.input_ids, batch.loss_mask);
     MicroBatchLoss out;
     out.loss = nll.sum / step_targets;
-    if (step == settings.nan_at_step) out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
+    if (step == settings.nan_at_step)
+      out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
     out.sums["ce"] = nll.sum.item<double>();
     return out;
   };
@@ -156,7 +160,8 @@ void require_same_state(const io::NamedTensors& a, const io::NamedTensors& b) {
 
 }  // namespace
 
-TEST_CASE("weight decay applies to weight matrices only; frozen parameters are left out", "[optimizer]") {
+TEST_CASE("weight decay applies to weight matrices only; frozen parameters are left out",
+          "[optimizer]") {
   auto model = fake_quant_student(1);
   const auto params = trainable_parameters(*model);
   bool saw_norm = false, saw_master = false;
@@ -178,7 +183,8 @@ TEST_CASE("weight decay applies to weight matrices only; frozen parameters are l
   CHECK(saw_master);
 }
 
-TEST_CASE("AdamW state round-trips through named tensors and continues identically", "[optimizer]") {
+TEST_CASE("AdamW state round-trips through named tensors and continues identically",
+          "[optimizer]") {
   auto make = [] {
     torch::manual_seed(0);
     auto w = torch::randn({5, 3}).requires_grad_(true);
@@ -220,8 +226,18 @@ TEST_CASE("AdamW state round-trips through named tensors and continues identical
   }
   CHECK(at::equal(a[0].tensor, b[0].tensor));
   CHECK(at::equal(a[1].tensor, b[1].tensor));
-  // Weight decay: with zero gradient, only the decayed matrix shrinks.
-  CHECK(opt_a.parameter_count() == 20);
+  CHECK(opt_a.parameter_count() == 20);  // 5x3 weight + 5 bias
+
+  // Weight decay: with a zero gradient Adam's step is 0, so only the decayed matrix moves, by
+  // exactly the factor 1 - lr * weight_decay.
+  auto c = make();
+  const at::Tensor w0 = c[0].tensor.detach().clone(), b0 = c[1].tensor.detach().clone();
+  TrainingOptimizer opt_c(c, {.lr = 1e-2, .weight_decay = 0.5});
+  opt_c.zero_grad();
+  (c[0].tensor.sum() * 0 + c[1].tensor.sum() * 0).backward();
+  opt_c.step();
+  CHECK(at::allclose(c[0].tensor, w0 * (1 - 1e-2 * 0.5), 0, 1e-7));
+  CHECK(at::equal(c[1].tensor, b0));
 }
 
 TEST_CASE("activation checkpointing gives the gradients of a plain backward", "[checkpointing]") {
@@ -236,7 +252,8 @@ TEST_CASE("activation checkpointing gives the gradients of a plain backward", "[
     }
     torch::manual_seed(4);
     const auto ids = torch::randint(0, plain->config().vocab_size, {3, 9});
-    const auto mask = torch::ones({3, 9}, torch::kLong).index_put_({0, torch::indexing::Slice(0, 2)}, 0);
+    const auto mask =
+        torch::ones({3, 9}, torch::kLong).index_put_({0, torch::indexing::Slice(0, 2)}, 0);
     for (auto* m : {plain.get(), checkpointed.get()})
       masked_next_token_nll(m->forward(ids, mask), ids, mask).sum.backward();
     const auto a = trainable_parameters(*plain), b = trainable_parameters(*checkpointed);
@@ -262,19 +279,22 @@ TEST_CASE("gradient accumulation over micro-batches reproduces one large batch",
   CHECK(whole.losses.back() < whole.losses.front());  // it learns something
 }
 
-TEST_CASE("a run stopped by SIGTERM and resumed matches an uninterrupted run bit for bit", "[trainer][resume]") {
+TEST_CASE("a run stopped by SIGTERM and resumed matches an uninterrupted run bit for bit",
+          "[trainer][resume]") {
   test::TempDir straight("train_straight"), broken("train_broken");
   const auto reference = train_tiny(straight.path(), {.steps = 7, .checkpoint_every = 3});
   REQUIRE(reference.result.steps_done == 7);
   REQUIRE(reference.losses.size() == 7);
 
-  const auto first = train_tiny(broken.path(), {.steps = 7, .checkpoint_every = 3, .stop_during_step = 5});
+  const auto first =
+      train_tiny(broken.path(), {.steps = 7, .checkpoint_every = 3, .stop_during_step = 5});
   CHECK(first.result.stopped_by_signal == SIGTERM);
   CHECK(first.result.steps_done == 5);
   REQUIRE(first.result.last_checkpoint.filename() == "step-00000005");
   REQUIRE(find_latest_checkpoint(broken.path())->step == 5);
 
-  const auto second = train_tiny(broken.path(), {.steps = 7, .checkpoint_every = 3, .resume = true});
+  const auto second =
+      train_tiny(broken.path(), {.steps = 7, .checkpoint_every = 3, .resume = true});
   CHECK(second.result.start_step == 5);
   CHECK(second.result.steps_done == 7);
   REQUIRE(second.losses.size() == 7);  // the metrics history continues the first part's
@@ -290,7 +310,8 @@ TEST_CASE("a run stopped by SIGTERM and resumed matches an uninterrupted run bit
   CHECK(lines == 7);
   const auto h5 = io::Hdf5Columns::read(broken / "metrics.h5");
   CHECK(std::get<std::vector<int64_t>>(h5.columns().at("train/step")).size() == 7);
-  CHECK(std::get<std::vector<double>>(h5.columns().at("train/loss")).back() == reference.losses.back());
+  CHECK(std::get<std::vector<double>>(h5.columns().at("train/loss")).back() ==
+        reference.losses.back());
 }
 
 TEST_CASE("resuming with another configuration is refused", "[trainer][resume]") {
@@ -309,14 +330,19 @@ TEST_CASE("resuming with another configuration is refused", "[trainer][resume]")
   options.fingerprint = {{"test", "something else"}};
   Trainer trainer(*model, optimizer, data, *comm, metrics, options);
   std::ostringstream log;
-  test::require_error([&] { trainer.run([](const TokenBatch&, double) { return MicroBatchLoss{}; }, nullptr, log); },
-                      {"--resume", "test"});
+  test::require_error(
+      [&] {
+        trainer.run([](const TokenBatch&, double) { return MicroBatchLoss{}; }, nullptr, log);
+      },
+      {"--resume", "test"});
 }
 
-TEST_CASE("a NaN loss stops the run before the update and keeps the last good checkpoint", "[trainer][nan]") {
+TEST_CASE("a NaN loss stops the run before the update and keeps the last good checkpoint",
+          "[trainer][nan]") {
   test::TempDir dir("train_nan");
-  test::require_error([&] { train_tiny(dir.path(), {.steps = 6, .checkpoint_every = 2, .nan_at_step = 4}); },
-                      {"step 4", "loss is nan", "step-00000002"});
+  test::require_error(
+      [&] { train_tiny(dir.path(), {.steps = 6, .checkpoint_every = 2, .nan_at_step = 4}); },
+      {"step 4", "loss is nan", "step-00000002"});
   const auto last = find_latest_checkpoint(dir.path());
   REQUIRE(last);
   CHECK(last->step == 2);

@@ -13,6 +13,7 @@
 
 #include "io/error.h"
 #include "model/init.h"
+#include "model/llama2c_convert.h"
 #include "tokenizer/byte_level.h"
 
 namespace rqat::test {
@@ -140,6 +141,33 @@ std::shared_ptr<const tokenizer::Tokenizer> byte_level_test_tokenizer(const Temp
        "%}{{ '<|im_start|>assistant\\n' }}{% endif %}"}};
   write_bytes(dir / "tokenizer_config.json", config.dump());
   return tokenizer::Tokenizer::load(dir.path());
+}
+
+std::optional<std::filesystem::path> convert_stories260k(const TempDir& dir) {
+  const auto data = shared_data_dir() / "tinyllama";
+  if (!std::filesystem::exists(data / "stories260K.bin") ||
+      !std::filesystem::exists(data / "tok512.bin")) {
+    std::puts("SKIPPED: ../shared/data/tinyllama is absent");
+    return std::nullopt;
+  }
+  model::Llama2cConvertOptions convert;
+  convert.checkpoint = data / "stories260K.bin";
+  convert.tokenizer_bin = data / "tok512.bin";
+  convert.out_dir = dir / "model";
+  model::convert_llama2c(convert);
+  return convert.out_dir;
+}
+
+std::vector<nlohmann::ordered_json> metrics_rows(const std::filesystem::path& run_dir,
+                                                 const std::string& series) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::vector<nlohmann::ordered_json> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    auto row = nlohmann::ordered_json::parse(line);
+    if (row["series"] == series) rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 }  // namespace rqat::test

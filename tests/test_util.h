@@ -6,7 +6,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "model/decoder.h"
 #include "model/model_config.h"
@@ -37,6 +41,14 @@ std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool ti
 // ../shared/data (the project's read-only real data): $RQAT_SHARED_DATA, else the folder beside the
 // source tree. Tests that need it print "SKIPPED: ..." and return when it is absent.
 std::filesystem::path shared_data_dir();
+
+// The llama2.c stories260K model of ../shared/data/tinyllama converted into dir/model (a Hugging
+// Face directory with its tokenizer); nullopt, after printing "SKIPPED: ...", when it is absent.
+std::optional<std::filesystem::path> convert_stories260k(const TempDir& dir);
+
+// The rows of a training run's metrics.jsonl (train/step_metrics_log.h) in one series, in order.
+std::vector<nlohmann::ordered_json> metrics_rows(const std::filesystem::path& run_dir,
+                                                 const std::string& series);
 
 // Runs fn, requires it to throw rqat::Error whose message is one line and contains every needle.
 void require_error(const std::function<void()>& fn, std::initializer_list<std::string> needles);

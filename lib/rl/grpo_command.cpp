@@ -8,7 +8,6 @@
 #include <numeric>
 #include <ostream>
 #include <random>
-#include <sstream>
 
 #include "generation/generation_engine.h"
 #include "generation/sampler.h"
@@ -21,7 +20,6 @@
 #include "tokenizer/tokenizer.h"
 #include "train/lora_model.h"
 #include "train/qat_model.h"
-#include "train/stop_request.h"
 #include "train/training_batches.h"
 #include "train/training_run.h"
 
@@ -119,7 +117,9 @@ Policy load_policy(const GrpoCommandOptions& o, c10::Device device) {
 
 // Seeds derived from the run seed, the step and a prompt or epoch: a resumed run (or another
 // number of processes) draws the same rollouts and minibatch orders.
-uint64_t mix(uint64_t a, uint64_t b) { return generation::sample_seed(a, b); }
+uint64_t mix(uint64_t a, uint64_t b) {
+  return generation::sample_seed(a, b);
+}
 
 // One completion of the step, with what training needs.
 struct Sample {
@@ -220,7 +220,6 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
   train::TrainingRun run(*policy.model, optimizer, *comm, metrics, o.out_dir, fingerprint,
                          o.trainer.keep_checkpoints, "grpo");
   train::StepSampler sampler(prompt_set, o.prompts_per_step, o.trainer.seed);
-  train::StopRequest stop;
   GrpoCommandResult result;
   if (const auto saved = run.start(o.trainer.resume, out)) {
     result.start_step = saved->at("step").get<int64_t>();
@@ -244,19 +243,10 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
   const auto evaluate = [&](int64_t step) {
     if (o.eval_benchmark.empty()) return;
     if (comm->is_main()) {
-      eval::EvalRunOptions e;
-      e.model_dir = o.model_dir;
-      e.model = policy.model.get();
-      e.out_dir = o.out_dir / "eval-math" / fmt::format("step-{:08d}", step);
-      e.benchmark = eval::resolve_benchmark(o.eval_benchmark, !o.eval_benchmark_data.empty(), {});
-      e.data_path = eval::resolve_benchmark_data(o.eval_benchmark_data, "", o.eval_benchmark);
-      e.limit = static_cast<size_t>(o.eval_limit);
-      e.prompt = o.prompt;
-      e.sampling.max_new_tokens = o.eval_max_new_tokens;
-      e.device = device;
-      e.show_progress = false;
-      std::ostringstream quiet;
-      const auto summary = eval::run_evaluation(e, quiet);
+      const auto summary = eval::evaluate_model_in_memory(
+          *policy.model, o.model_dir, o.eval_benchmark, o.eval_benchmark_data, o.eval_limit,
+          o.eval_max_new_tokens, o.prompt, device,
+          o.out_dir / "eval-math" / fmt::format("step-{:08d}", step));
       result.last_eval = {{"step", step},
                           {"accuracy", summary.overall.pass1},
                           {"mean_tokens", summary.overall.mean_tokens}};
@@ -267,12 +257,13 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
     comm->barrier();
   };
   if (result.start_step == 0) evaluate(0);
+  const auto run_state = [&] { return io::Json{{"data_position", sampler.position().to_json()}}; };
 
   const int64_t per_rank = o.prompts_per_step / comm->world_size();
   const auto run_start = Clock::now();
   int64_t step = result.start_step;
   for (; step < o.trainer.steps; ++step) {
-    if (comm->any(stop.requested())) break;
+    if (run.stop_requested()) break;
     const auto step_start = Clock::now();
     const std::vector<int64_t> indices = sampler.next_step();
     // --- Rollouts of this rank's prompts, G each, seeded by (seed, step, prompt index).
@@ -513,21 +504,17 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
     const bool last = done == o.trainer.steps;
     if (o.trainer.eval_every > 0 && done % o.trainer.eval_every == 0 && !last) evaluate(done);
     if (o.trainer.checkpoint_every > 0 && done % o.trainer.checkpoint_every == 0 && !last)
-      run.checkpoint(done, {{"data_position", sampler.position().to_json()}});
+      run.checkpoint(done, run_state());
   }
   result.steps_done = step;
   if (step < o.trainer.steps) {
-    const int signal = stop.signal() != 0 ? stop.signal() : 15;
-    const auto dir = run.checkpoint(step, {{"data_position", sampler.position().to_json()}});
-    out << fmt::format(
-        "stopped at step {} of {} by signal {}; checkpoint {}; rerun with --resume to continue\n",
-        step, o.trainer.steps, signal, dir.string());
+    const int signal = run.stop_for_signal(step, o.trainer.steps, run_state(), out);
     result.exit_code = 128 + signal;
     return result;
   }
   if (step > result.start_step) {
     evaluate(step);
-    run.checkpoint(step, {{"data_position", sampler.position().to_json()}});
+    run.checkpoint(step, run_state());
   }
   if (!comm->is_main()) return result;
 

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <ostream>
-#include <sstream>
 
 #include "chat/chat_template.h"
 #include "eval/benchmark.h"
@@ -37,9 +36,12 @@ quant::ScaleMode parse_scale_mode(const std::string& name, const std::string& fl
 
 const char* scale_mode_name(quant::ScaleMode mode) {
   switch (mode) {
-    case quant::ScaleMode::kFrozen: return "frozen";
-    case quant::ScaleMode::kLsq: return "lsq";
-    case quant::ScaleMode::kLearnableClip: return "clip";
+    case quant::ScaleMode::kFrozen:
+      return "frozen";
+    case quant::ScaleMode::kLsq:
+      return "lsq";
+    case quant::ScaleMode::kLearnableClip:
+      return "clip";
   }
   return "?";
 }
@@ -81,7 +83,8 @@ quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan
       fail("--bits {} differs from the {} bits of {}; use --init rtn to requantize", *bits,
            state.spec.bits, (model_dir / quant::kQuantStateFile).string());
     if (check_gptq_export) quant::check_gptq_exportable(model, state.spec);
-    layers = attach_fake_quant(model, state, options, (model_dir / quant::kQuantStateFile).string());
+    layers =
+        attach_fake_quant(model, state, options, (model_dir / quant::kQuantStateFile).string());
     return state.spec;
   }
   if (check_gptq_export) quant::check_gptq_exportable(model, plan.spec);
@@ -199,7 +202,8 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
       plan_quantization(options.model_dir, options.bits, options.spec, options.init);
   std::optional<quant::GptqFormat> export_format;
   if (!options.export_format.empty()) {
-    if (!plan.quantize) fail("--export {} needs quantized weights (not --bits 16)", options.export_format);
+    if (!plan.quantize)
+      fail("--export {} needs quantized weights (not --bits 16)", options.export_format);
     export_format = quant::parse_gptq_format(options.export_format, "--export");
   }
   if (options.sequences.max_length > config.max_position_embeddings)
@@ -217,8 +221,9 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
                                  : options.device;
   auto comm = Communicator::create(env, options.backend, device);
   auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
-  const auto chat = load_chat(options, options.data.use_chat_template ||
-                                           (options.eval_data && options.eval_data->use_chat_template));
+  const auto chat =
+      load_chat(options, options.data.use_chat_template ||
+                             (options.eval_data && options.eval_data->use_chat_template));
   const TokenizedDataset data =
       load_tokenized_dataset(options.data, *tokenizer, chat ? &*chat : nullptr);
   SequenceOptions sequence_options = options.sequences;
@@ -241,8 +246,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
   }
 
   // Student (float32 master weights) and teacher.
-  auto student =
-      model::load_causal_lm(options.model_dir, model::LoadOptions{at::kFloat, device});
+  auto student = model::load_causal_lm(options.model_dir, model::LoadOptions{at::kFloat, device});
   std::vector<std::string> quantized;
   const quant::QuantSpec spec =
       attach_quant_plan(*student, plan, options.model_dir, options.bits, options.fake_quant,
@@ -321,20 +325,10 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
       }
     }
     if (!options.eval_math_benchmark.empty()) {
-      eval::EvalRunOptions e;
-      e.model_dir = options.model_dir;
-      e.model = student.get();
-      e.out_dir = options.out_dir / "eval-math" / fmt::format("step-{:08d}", step);
-      e.benchmark = eval::resolve_benchmark(options.eval_math_benchmark,
-                                            !options.eval_math_data.empty(), {});
-      e.data_path =
-          eval::resolve_benchmark_data(options.eval_math_data, "", options.eval_math_benchmark);
-      e.limit = static_cast<size_t>(options.eval_math_limit);
-      e.sampling.max_new_tokens = options.eval_math_max_new_tokens;
-      e.device = device;
-      e.show_progress = false;
-      std::ostringstream quiet;
-      const eval::EvalSummary summary = eval::run_evaluation(e, quiet);
+      const eval::EvalSummary summary = eval::evaluate_model_in_memory(
+          *student, options.model_dir, options.eval_math_benchmark, options.eval_math_data,
+          options.eval_math_limit, options.eval_math_max_new_tokens, eval::PromptOptions{}, device,
+          options.out_dir / "eval-math" / fmt::format("step-{:08d}", step));
       row["math_accuracy"] = summary.overall.pass1;
       row["math_mean_tokens"] = summary.overall.mean_tokens;
     }
@@ -367,7 +361,8 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
     // are rounded to float16 here, as the GPTQ format stores them.
     export_options.round_scales_to_fp16 = options.fake_quant.mode != quant::ScaleMode::kFrozen;
     const auto dir = options.out_dir / "gptq";
-    const auto summary = quant::export_gptq_checkpoint(*student, state.layers, spec, dir, export_options);
+    const auto summary =
+        quant::export_gptq_checkpoint(*student, state.layers, spec, dir, export_options);
     model::copy_tokenizer_files(options.model_dir, dir);
     out << fmt::format("exported {} packed layers ({} format) to {}\n", summary.quantized_layers,
                        quant::gptq_format_name(*export_format), dir.string());

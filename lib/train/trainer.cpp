@@ -8,7 +8,6 @@
 #include <ostream>
 
 #include "io/error.h"
-#include "train/stop_request.h"
 #include "train/training_run.h"
 
 namespace rqat::train {
@@ -60,8 +59,8 @@ TokenBatch to_device(TokenBatch batch, c10::Device device) {
 }  // namespace
 
 Trainer::Trainer(torch::nn::Module& trained, TrainingOptimizer& optimizer,
-                 const SequenceSet& sequences, Communicator& communicator,
-                 StepMetricsLog& metrics, TrainerOptions options)
+                 const SequenceSet& sequences, Communicator& communicator, StepMetricsLog& metrics,
+                 TrainerOptions options)
     : trained_(trained),
       optimizer_(optimizer),
       sequences_(sequences),
@@ -71,8 +70,8 @@ Trainer::Trainer(torch::nn::Module& trained, TrainingOptimizer& optimizer,
   if (options_.steps < 1) fail("--steps must be >= 1, got {}", options_.steps);
   if (options_.batch_size < 1) fail("--batch-size must be >= 1, got {}", options_.batch_size);
   if (options_.batch_size % comm_.world_size() != 0)
-    fail("--batch-size {} must be a multiple of the number of processes ({})",
-         options_.batch_size, comm_.world_size());
+    fail("--batch-size {} must be a multiple of the number of processes ({})", options_.batch_size,
+         comm_.world_size());
   if (options_.micro_batch_size < 0)
     fail("--micro-batch-size must be >= 0, got {}", options_.micro_batch_size);
   if (options_.log_every < 1) fail("--log-every must be >= 1, got {}", options_.log_every);
@@ -111,7 +110,6 @@ TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& ev
                            std::ostream& log) {
   TrainerResult result;
   StepSampler sampler(sequences_, options_.batch_size, options_.seed);
-  StopRequest stop;
   io::Json counters = {{"target_tokens", 0}, {"tokens", 0}, {"seconds", 0.0}};
 
   TrainingRun run(trained_, optimizer_, comm_, metrics_, options_.out_dir, options_.fingerprint,
@@ -123,9 +121,12 @@ TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& ev
         saved->at("data_position"), (result.last_checkpoint / "trainer_state.json").string()));
     counters = saved->value("counters", counters);
   }
+  // What a checkpoint holds besides the module and optimizer.
+  const auto run_state = [&] {
+    return io::Json{{"data_position", sampler.position().to_json()}, {"counters", counters}};
+  };
   const auto checkpoint = [&](int64_t steps_done) {
-    return run.checkpoint(steps_done, {{"data_position", sampler.position().to_json()},
-                                       {"counters", counters}});
+    return run.checkpoint(steps_done, run_state());
   };
   if (result.start_step > options_.steps)
     fail("--resume: the checkpoint is at step {}, past --steps {}", result.start_step,
@@ -139,7 +140,7 @@ TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& ev
   int64_t run_targets = 0, run_tokens = 0;
   int64_t step = result.start_step;
   for (; step < options_.steps; ++step) {
-    if (comm_.any(stop.requested())) break;
+    if (run.stop_requested()) break;
     const auto step_start = Clock::now();
     const double lr = options_.lr.at(step);
     optimizer_.set_lr(lr);
@@ -203,10 +204,11 @@ TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& ev
       }
       metrics_.append("train", row);
       if (options_.show_progress && comm_.is_main())
-        log << fmt::format("step {}/{} | loss {:.4f}{} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | "
-                           "ETA {}\n",
-                           done, options_.steps, loss, extra, lr, grad_norm, tokens_per_second,
-                           format_duration(eta))
+        log << fmt::format(
+                   "step {}/{} | loss {:.4f}{} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | "
+                   "ETA {}\n",
+                   done, options_.steps, loss, extra, lr, grad_norm, tokens_per_second,
+                   format_duration(eta))
             << std::flush;
     }
     const bool last = done == options_.steps;
@@ -220,12 +222,8 @@ TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& ev
   result.tokens_per_second = elapsed > 0 ? run_tokens / elapsed : 0.0;
   result.target_tokens = run_targets;
   if (step < options_.steps) {
-    result.stopped_by_signal = stop.signal() != 0 ? stop.signal() : 15;
-    result.last_checkpoint = checkpoint(step);
-    log << fmt::format("stopped at step {} of {} by signal {}; checkpoint {}; rerun with --resume "
-                       "to continue\n",
-                       step, options_.steps, result.stopped_by_signal,
-                       result.last_checkpoint.string());
+    result.stopped_by_signal = run.stop_for_signal(step, options_.steps, run_state(), log);
+    result.last_checkpoint = run.last_checkpoint();
     return result;
   }
   if (step > result.start_step || result.start_step == options_.steps) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <csignal>
 #include <ostream>
 
 #include "io/error.h"
@@ -26,9 +27,8 @@ std::string first_difference(const io::Json& a, const io::Json& b, const std::st
 }
 
 TrainingRun::TrainingRun(torch::nn::Module& trained, TrainingOptimizer& optimizer,
-                         Communicator& comm, StepMetricsLog& metrics,
-                         std::filesystem::path out_dir, io::Json fingerprint, int keep_checkpoints,
-                         std::string tool)
+                         Communicator& comm, StepMetricsLog& metrics, std::filesystem::path out_dir,
+                         io::Json fingerprint, int keep_checkpoints, std::string tool)
     : trained_(trained),
       optimizer_(optimizer),
       comm_(comm),
@@ -88,14 +88,29 @@ std::filesystem::path TrainingRun::checkpoint(int64_t steps_done, io::Json state
   return dir;
 }
 
+bool TrainingRun::stop_requested() {
+  return comm_.any(stop_.requested());
+}
+
+int TrainingRun::stop_for_signal(int64_t steps_done, int64_t total_steps, io::Json state,
+                                 std::ostream& log) {
+  const int signal = stop_.signal() != 0 ? stop_.signal() : SIGTERM;  // another rank's signal
+  const auto dir = checkpoint(steps_done, std::move(state));
+  log << fmt::format(
+      "stopped at step {} of {} by signal {}; checkpoint {}; rerun with --resume to continue\n",
+      steps_done, total_steps, signal, dir.string());
+  return signal;
+}
+
 void TrainingRun::check_finite(int64_t step, const std::string& what, double value) const {
   if (std::isfinite(value)) return;
   const std::string last_good = last_checkpoint_.empty()
                                     ? std::string("none was written")
                                     : "the last good one is " + last_checkpoint_.string();
-  fail("step {}: the {} is {}; stopped before updating the weights (checkpoint: {}); lower --lr or "
-       "check the data",
-       step, what, value, last_good);
+  fail(
+      "step {}: the {} is {}; stopped before updating the weights (checkpoint: {}); lower --lr or "
+      "check the data",
+      step, what, value, last_good);
 }
 
 }  // namespace rqat::train

@@ -14,6 +14,7 @@
 #include "io/json_file.h"
 #include "train/distributed.h"
 #include "train/step_metrics_log.h"
+#include "train/stop_request.h"
 #include "train/training_optimizer.h"
 
 namespace rqat::train {
@@ -36,6 +37,13 @@ class TrainingRun {
   // metrics.h5; every rank waits for it. Returns the directory (empty on other ranks).
   std::filesystem::path checkpoint(int64_t steps_done, io::Json state);
 
+  // True on every rank once any rank got SIGTERM/SIGINT (handlers live as long as the run), so all
+  // stop after the same step.
+  bool stop_requested();
+  // Ends a run stopped by a signal after `steps_done` steps: writes the checkpoint (with `state`),
+  // says how to continue, and returns the signal (the tool exits with 128 + it).
+  int stop_for_signal(int64_t steps_done, int64_t total_steps, io::Json state, std::ostream& log);
+
   // Throws "step N: the WHAT is nan; ..." when value is not finite. Called before the update, so
   // the weights and the last checkpoint stay good.
   void check_finite(int64_t step, const std::string& what, double value) const;
@@ -52,6 +60,7 @@ class TrainingRun {
   int keep_checkpoints_;
   std::string tool_;
   std::filesystem::path last_checkpoint_;
+  StopRequest stop_;
 };
 
 // The first key (a dotted path) whose value differs between two fingerprints, "" when equal.

@@ -1,5 +1,7 @@
 #include "eval/run/evaluate.h"
 
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -50,7 +52,8 @@ std::vector<std::string> render_problem_prompts(const std::vector<std::string>& 
     std::vector<chat::Message> messages;
     if (!prompt.system_prompt.empty()) messages.push_back({"system", prompt.system_prompt});
     messages.push_back({"user", build_user_message(p, prompt)});
-    prompts.push_back(chat.render(messages, {/*add_generation_prompt=*/true, prompt.enable_thinking}));
+    prompts.push_back(
+        chat.render(messages, {/*add_generation_prompt=*/true, prompt.enable_thinking}));
   }
   return prompts;
 }
@@ -139,6 +142,26 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
       grades.size(), grading_seconds);
   out << fmt::format("wrote {}\n", options.out_dir.string());
   return summary;
+}
+
+EvalSummary evaluate_model_in_memory(model::CausalLM& model, const std::filesystem::path& model_dir,
+                                     const std::string& benchmark, const std::string& data,
+                                     int64_t limit, int64_t max_new_tokens,
+                                     const PromptOptions& prompt, c10::Device device,
+                                     const std::filesystem::path& out_dir) {
+  EvalRunOptions e;
+  e.model_dir = model_dir;
+  e.model = &model;
+  e.out_dir = out_dir;
+  e.benchmark = resolve_benchmark(benchmark, !data.empty(), {});
+  e.data_path = resolve_benchmark_data(data, "", benchmark);
+  e.limit = static_cast<size_t>(limit);
+  e.prompt = prompt;
+  e.sampling.max_new_tokens = max_new_tokens;  // greedy: the SamplingSettings defaults
+  e.device = device;
+  e.show_progress = false;
+  std::ostringstream quiet;
+  return run_evaluation(e, quiet);
 }
 
 }  // namespace rqat::eval

@@ -69,6 +69,16 @@ std::vector<std::string> render_problem_prompts(const std::vector<std::string>& 
 // problem's samples do not change when --limit or the order of the file changes.
 uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id);
 
+// The trainers' periodic eval-math: greedy decoding of the first `limit` problems of `benchmark`
+// (a built-in name, or any name with a `data` file; data from `data` or $RQAT_DATA_DIR) with an
+// in-memory model whose tokenizer and chat template are model_dir's. Writes the usual outputs to
+// out_dir and prints nothing.
+EvalSummary evaluate_model_in_memory(model::CausalLM& model, const std::filesystem::path& model_dir,
+                                     const std::string& benchmark, const std::string& data,
+                                     int64_t limit, int64_t max_new_tokens,
+                                     const PromptOptions& prompt, c10::Device device,
+                                     const std::filesystem::path& out_dir);
+
 // Runs the evaluation, writes the outputs and prints the tables to `out`; returns the summary.
 EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out);
 
