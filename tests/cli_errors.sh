@@ -78,5 +78,20 @@ expect_error "--teacher is required" "$qatkd" --model "$tmp/good" --out "$tmp/t"
 expect_error "--divergence" "$qatkd" --model "$tmp/good" --out "$tmp/t" --data "$tmp/train.txt" --bits 4 --divergence l2
 [ ! -e "$tmp/t" ] || { echo "FAIL: qat-sft wrote $tmp/t before refusing"; failures=$((failures + 1)); }
 
+# rqat run: errors in an experiment file name FILE:LINE:COLUMN; nothing runs.
+cat >"$tmp/exp.yaml" <<'YAML'
+name: bad
+stages:
+  ptq:
+    tool: ptq
+    args: {model: "${model_dir}", bits: 3}
+YAML
+expect_error "exp.yaml:5:19: stages.ptq.args.model: unknown variable 'model_dir'" "$rqat" run "$tmp/exp.yaml" --dry-run
+expect_error "--set stages.ptq.args.bits: stages.ptq.args.bits: unknown variable 'b'" "$rqat" run "$tmp/exp.yaml" --set model_dir=m --set 'stages.ptq.args.bits=${b}'
+expect_error "exp.yaml:3:3: stage ptq: ptq has no flag --bitz" "$rqat" run "$tmp/exp.yaml" --set model_dir=m --set stages.ptq.args.bitz=3 --dry-run
+expect_error "does not exist (an input of stage ptq)" "$rqat" run "$tmp/exp.yaml" --set model_dir="$tmp/nomodel" --out "$tmp/run"
+expect_error "no-such.yaml: no such experiment file" "$rqat" run "$tmp/no-such.yaml"
+[ ! -e "$tmp/run" ] || { echo "FAIL: rqat run created $tmp/run before refusing"; failures=$((failures + 1)); }
+
 echo "$failures failed"
 [ $failures -eq 0 ]

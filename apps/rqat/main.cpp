@@ -8,13 +8,19 @@
 #include "cli/runtime_flags.h"
 #include "generation/generate_command.h"
 #include "io/error.h"
+#include "io/manifest.h"
 #include "model/llama2c_convert.h"
 #include "model/model_commands.h"
 #include "nll_flags.h"
+#include "run_flags.h"
+#include "tiny_task_flags.h"
 #include "tokenizer/tokenize_command.h"
+#include "report_flags.h"
+#include "sbatch_flags.h"
 #include "traces_flags.h"
 
 int main(int argc, char** argv) {
+  rqat::io::set_process_args(argc, argv);
   CLI::App app{
       "rqat: quantize reasoning LLMs (PTQ, QAT with distillation, GRPO) and evaluate them"};
   app.require_subcommand(1);
@@ -38,6 +44,9 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--max-shard-mb", shard_mb, "Largest shard in MB (0: one file)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  init_cmd->add_option_function<std::string>(
+      "--tokenizer", [&init](const std::string& dir) { init.tokenizer_dir = dir; },
+      "Copy this directory's tokenizer files into the model (e.g. rqat tiny-task's tokenizer/)");
 
   std::string model_dir, input, output;
   auto* logits_cmd =
@@ -139,13 +148,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   rqat::cli::add_runtime_flags(*generate_cmd, runtime);
 
-  auto* run_cmd =
-      app.add_subcommand("run", "Run a YAML experiment (arrives with the runner issue)");
-  std::string experiment;
-  run_cmd->add_option("experiment", experiment, "Experiment YAML file")->required();
-
+  rqat::cli::add_run_subcommand(app);
   rqat::cli::add_nll_subcommand(app);
+  rqat::cli::add_report_subcommand(app);
+  rqat::cli::add_sbatch_subcommand(app);
   rqat::cli::add_traces_subcommand(app);
+  rqat::cli::add_tiny_task_subcommand(app);
   CLI11_PARSE(app, argc, argv);
   return rqat::cli::run_tool("rqat", [&] {
     if (*init_cmd) {
@@ -191,8 +199,6 @@ int main(int argc, char** argv) {
       rqat::generation::run_generate_command(gen, std::cout);
     } else if (*info_cmd) {
       std::cout << rqat::model::describe_model(model_dir);
-    } else if (*run_cmd) {
-      rqat::fail("rqat run: the experiment runner is not implemented yet (issue 8)");
     }
   });
 }

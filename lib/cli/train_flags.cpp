@@ -21,7 +21,8 @@ void add_quant_flags(CLI::App& app, QuantFlags& f) {
 }
 
 void QuantFlags::resolve(std::optional<int>& bits_out, quant::QuantSpec& spec_out,
-                         train::QuantInit& init_out, quant::FakeQuantOptions& fake_quant_out) const {
+                         train::QuantInit& init_out,
+                         quant::FakeQuantOptions& fake_quant_out) const {
   bits_out = bits;
   spec_out = spec;
   if (!include.empty()) spec_out.include = include;
@@ -99,11 +100,13 @@ void add_qat_flags(CLI::App& app, QatFlags& f, train::QatObjective objective) {
   app.add_option("--text-field", o.data.text_field, "JSONL text field")->capture_default_str();
   app.add_flag("--chat", o.data.use_chat_template,
                "JSONL prompt/response pairs with the chat template; loss on responses only");
-  app.add_option("--prompt-field", o.data.prompt_field, "JSONL prompt field")->capture_default_str();
+  app.add_option("--prompt-field", o.data.prompt_field, "JSONL prompt field")
+      ->capture_default_str();
   app.add_option("--response-field", o.data.response_field, "JSONL response field")
       ->capture_default_str();
   app.add_option("--system-prompt", o.data.system_prompt, "System message of chat documents");
-  app.add_option("--chat-template", o.chat_template_file, "Chat template file instead of the model's");
+  app.add_option("--chat-template", o.chat_template_file,
+                 "Chat template file instead of the model's");
   app.add_flag("--disable-thinking", f.disable_thinking,
                "Qwen3: render prompts with an empty thinking block (as traces sampled that way)");
   app.add_option("--max-documents", o.data.max_documents, "Read at most this many documents");
@@ -121,6 +124,8 @@ void add_qat_flags(CLI::App& app, QatFlags& f, train::QatObjective objective) {
       ->capture_default_str();
   app.add_option("--eval-max-new-tokens", o.eval_math_max_new_tokens, "eval-math generation limit")
       ->capture_default_str();
+  app.add_option("--eval-instruction", o.eval_math_instruction,
+                 "Instruction after each eval-math problem (default: eval-math's; \"\" for none)");
   // Optimization and run control.
   app.add_option("--batch-size", f.run.trainer.batch_size,
                  "Sequences per optimizer step (all processes)")
@@ -131,7 +136,8 @@ void add_qat_flags(CLI::App& app, QatFlags& f, train::QatObjective objective) {
   app.add_flag("--activation-checkpointing", o.activation_checkpointing,
                "Recompute each block in the backward pass (less memory, one more forward)");
   add_run_flags(app, f.run, "Optimizer steps");
-  app.add_option("--export", o.export_format, "Also write a packed GPTQ checkpoint: gptq or gptq_v2");
+  app.add_option("--export", o.export_format,
+                 "Also write a packed GPTQ checkpoint: gptq or gptq_v2");
   add_runtime_flags(app, f.runtime);
 }
 

@@ -8,6 +8,7 @@
 #include "io/error.h"
 #include "io/json_file.h"
 #include "model/init.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rqat::model {
 
@@ -18,11 +19,20 @@ void init_model_dir(const InitModelOptions& options) {
     auto it = config.raw.find("initializer_range");
     std = (it != config.raw.end() && it->is_number()) ? it->get<double>() : 0.02;
   }
+  if (options.tokenizer_dir) {
+    // Loading also proves the directory holds a tokenizer: the copier skips missing files.
+    const auto tok = tokenizer::Tokenizer::load(*options.tokenizer_dir);
+    if (tok->vocab_size() > config.vocab_size)
+      fail("{}: vocab_size {} is smaller than the {} tokens of --tokenizer {}",
+           options.config_json.string(), config.vocab_size, tok->vocab_size(),
+           options.tokenizer_dir->string());
+  }
   CausalLM model(config, at::TensorOptions().dtype(at::kFloat));
   init_random(model, options.seed, std);
   SaveOptions save;
   save.dtype = options.dtype;
   save.max_shard_bytes = options.max_shard_bytes;
+  save.tokenizer_from = options.tokenizer_dir;
   save_causal_lm(model, options.out_dir, save);
 }
 

@@ -18,6 +18,8 @@ struct InitModelOptions {
   double init_std = -1;  // <0: the config's initializer_range (0.02 when absent)
   at::ScalarType dtype = at::kFloat;
   uint64_t max_shard_bytes = 5'000'000'000;
+  // Tokenizer files copied into the new directory (its vocabulary must fit the config's).
+  std::optional<std::filesystem::path> tokenizer_dir;
 };
 
 // Writes a randomly initialized model directory from a config.json.

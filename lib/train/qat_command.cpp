@@ -325,9 +325,11 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
       }
     }
     if (!options.eval_math_benchmark.empty()) {
+      eval::PromptOptions prompt;
+      if (options.eval_math_instruction) prompt.instruction = *options.eval_math_instruction;
       const eval::EvalSummary summary = eval::evaluate_model_in_memory(
           *student, options.model_dir, options.eval_math_benchmark, options.eval_math_data,
-          options.eval_math_limit, options.eval_math_max_new_tokens, eval::PromptOptions{}, device,
+          options.eval_math_limit, options.eval_math_max_new_tokens, prompt, device,
           options.out_dir / "eval-math" / fmt::format("step-{:08d}", step));
       row["math_accuracy"] = summary.overall.pass1;
       row["math_mean_tokens"] = summary.overall.mean_tokens;

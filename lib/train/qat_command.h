@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "quant/fake_quant_linear.h"
 #include "model/decoder.h"
+#include "quant/fake_quant_linear.h"
 #include "quant/quant_spec.h"
+#include "tokenizer/tokenizer.h"
 #include "train/distill_loss.h"
 #include "train/distributed.h"
-#include "tokenizer/tokenizer.h"
 #include "train/text_dataset.h"
 #include "train/trainer.h"
 #include "train/training_batches.h"
@@ -44,7 +44,8 @@ enum class QuantInit {
   kRtn,         // RTN of the loaded weights with --bits/--group-size/...
 };
 QuantInit parse_quant_init(const std::string& name, const std::string& flag);  // auto|state|rtn
-quant::ScaleMode parse_scale_mode(const std::string& name, const std::string& flag);  // frozen|lsq|clip
+quant::ScaleMode parse_scale_mode(const std::string& name,
+                                  const std::string& flag);  // frozen|lsq|clip
 const char* scale_mode_name(quant::ScaleMode mode);
 
 // What a student's fake-quantized layers start from, decided before any weight loads: nothing
@@ -91,6 +92,9 @@ struct QatCommandOptions {
   std::string eval_math_data;
   int64_t eval_math_limit = 32;
   int64_t eval_math_max_new_tokens = 1024;
+  // The instruction after each problem (nullopt: eval-math's default; "" for none), so the curve is
+  // measured the way the final eval-math stage measures.
+  std::optional<std::string> eval_math_instruction;
   DistillOptions distill;
   TrainerOptions trainer;
   bool activation_checkpointing = false;

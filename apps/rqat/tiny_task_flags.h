@@ -1,0 +1,42 @@
+// Flags of `rqat tiny-task` (the synthetic arithmetic task and tokenizer of experiments/tiny). Runs
+// from its CLI11 callback like `rqat traces` (see traces_flags.h): errors print as one line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/runtime_flags.h"
+#include "experiment/tiny_task.h"
+
+namespace rqat::cli {
+
+inline void add_tiny_task_subcommand(CLI::App& app) {
+  auto options = std::make_shared<experiment::TinyTaskOptions>();
+  auto out = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("tiny-task",
+                                 "Write the synthetic arithmetic word-problem task (train/test "
+                                 "JSONL) and a BPE tokenizer for it");
+  cmd->add_option("--out", *out, "Output directory")->required();
+  cmd->add_option("--seed", options->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--train", options->train, "Training problems")->capture_default_str();
+  cmd->add_option("--test", options->test, "Held-out problems")->capture_default_str();
+  cmd->add_option("--levels", options->levels, "Difficulty levels 1..L (operations per problem)")
+      ->capture_default_str();
+  cmd->add_option("--merges", options->merges, "BPE merges learned at most")->capture_default_str();
+  cmd->callback([options, out] {
+    const int code = run_tool("rqat", [&] {
+      options->out_dir = *out;
+      const auto metrics = experiment::write_tiny_task(*options);
+      std::cout << "wrote " << *out << ": " << metrics["train"] << " train, " << metrics["test"]
+                << " test problems, vocabulary " << metrics["vocab_size"] << ", mean "
+                << metrics["train_tokens"]["mean_total_tokens"] << " (max "
+                << metrics["train_tokens"]["max_total_tokens"] << ") tokens per chat document\n";
+    });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace rqat::cli

@@ -1,0 +1,121 @@
+#include "experiment/experiment_plan.h"
+
+#include <fmt/format.h>
+
+#include "io/error.h"
+
+namespace rqat::experiment {
+
+std::string SourceLocation::to_string() const {
+  if (line <= 0) return file;
+  return fmt::format("{}:{}:{}", file, line, column);
+}
+
+const StageInstance* ExperimentPlan::find(const std::string& id) const {
+  for (const auto& stage : stages)
+    if (stage.id == id) return &stage;
+  return nullptr;
+}
+
+bool takes_resume(const StageInstance& stage) {
+  return stage.program == "qat-sft" || stage.program == "qat-kd" || stage.program == "grpo";
+}
+
+namespace {
+
+io::Json resources_to_json(const SlurmResources& r) {
+  return {{"nodes", r.nodes},     {"gpus", r.gpus},
+          {"cpus", r.cpus},       {"time", r.time},
+          {"mem", r.mem},         {"partition", r.partition},
+          {"account", r.account}, {"constraint", r.constraint},
+          {"qos", r.qos}};
+}
+
+SlurmResources resources_from_json(const io::Json& j) {
+  SlurmResources r;
+  r.nodes = j.value("nodes", 1);
+  r.gpus = j.value("gpus", 0);
+  r.cpus = j.value("cpus", 0);
+  r.time = j.value("time", "");
+  r.mem = j.value("mem", "");
+  r.partition = j.value("partition", "");
+  r.account = j.value("account", "");
+  r.constraint = j.value("constraint", "");
+  r.qos = j.value("qos", "");
+  return r;
+}
+
+}  // namespace
+
+io::Json plan_to_json(const ExperimentPlan& plan) {
+  io::Json stages = io::Json::array();
+  for (const auto& s : plan.stages) {
+    io::Json point = io::Json::object();
+    for (const auto& [key, value] : s.point) point[key] = value;
+    stages.push_back({{"id", s.id},
+                      {"stage", s.stage},
+                      {"tool", s.tool},
+                      {"program", s.program},
+                      {"argv", s.argv},
+                      {"out_dir", s.out_dir.string()},
+                      {"inputs", s.inputs},
+                      {"point", point},
+                      {"label", s.label},
+                      {"resources", resources_to_json(s.resources)},
+                      {"location", s.location.to_string()},
+                      {"missing_paths", s.missing_paths}});
+  }
+  return {{"name", plan.name},
+          {"description", plan.description},
+          {"experiment_file", plan.experiment_file.string()},
+          {"run_dir", plan.run_dir.string()},
+          {"sweep_variables", plan.sweep_variables},
+          {"slurm_setup", plan.slurm_setup},
+          {"stages", stages}};
+}
+
+ExperimentPlan plan_from_json(const io::Json& json) {
+  ExperimentPlan plan;
+  try {
+    plan.name = json.at("name").get<std::string>();
+    plan.description = json.value("description", "");
+    plan.experiment_file = json.at("experiment_file").get<std::string>();
+    plan.run_dir = json.at("run_dir").get<std::string>();
+    plan.sweep_variables = json.at("sweep_variables").get<std::vector<std::string>>();
+    plan.slurm_setup = json.value("slurm_setup", std::vector<std::string>{});
+    for (const auto& j : json.at("stages")) {
+      StageInstance s;
+      s.id = j.at("id").get<std::string>();
+      s.stage = j.at("stage").get<std::string>();
+      s.tool = j.at("tool").get<std::string>();
+      s.program = j.at("program").get<std::string>();
+      s.argv = j.at("argv").get<std::vector<std::string>>();
+      s.out_dir = j.at("out_dir").get<std::string>();
+      s.inputs = j.at("inputs").get<std::vector<std::string>>();
+      for (const auto& [key, value] : j.at("point").items())
+        s.point.emplace_back(key, value.get<std::string>());
+      s.label = j.value("label", s.id);
+      s.resources = resources_from_json(j.value("resources", io::Json::object()));
+      s.location.file = j.value("location", "");
+      s.missing_paths = j.value("missing_paths", std::vector<std::string>{});
+      plan.stages.push_back(std::move(s));
+    }
+  } catch (const io::Json::exception& e) {
+    fail("plan.json: {}", e.what());
+  }
+  return plan;
+}
+
+void write_plan(const std::filesystem::path& file, const ExperimentPlan& plan) {
+  io::write_json_file(file, plan_to_json(plan));
+}
+
+ExperimentPlan read_plan(const std::filesystem::path& file) {
+  try {
+    return plan_from_json(io::read_json_file(file));
+  } catch (const Error& e) {
+    fail("{}: {}", file.string(), e.what());
+  }
+}
+
+}  // namespace rqat::experiment

@@ -1,0 +1,134 @@
+#include "experiment/experiment_source.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "io/error.h"
+
+namespace rqat::experiment {
+
+namespace {
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+YAML::Node parse_override_value(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return YAML::Node(text);  // not valid YAML on its own (e.g. "a: b: c"): take it as a string
+  }
+}
+
+}  // namespace
+
+ExperimentSource::ExperimentSource(const std::filesystem::path& file,
+                                   const std::vector<std::string>& overrides)
+    : file_(file) {
+  if (!std::filesystem::is_regular_file(file)) fail("{}: no such experiment file", file.string());
+  try {
+    root_ = YAML::LoadFile(file.string());
+  } catch (const YAML::ParserException& e) {
+    fail("{}:{}:{}: {}", file.string(), e.mark.line + 1, e.mark.column + 1, e.msg);
+  } catch (const YAML::Exception& e) {
+    fail("{}: {}", file.string(), e.what());
+  }
+  if (!root_.IsMap())
+    fail("{}: an experiment file is a YAML mapping (name, stages, ...)", file.string());
+
+  for (const auto& item : overrides) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) fail("--set {}: expected KEY=VALUE", item);
+    std::string key = item.substr(0, eq);
+    const std::string flag = "--set " + key;
+    if (key.find('.') == std::string::npos) key = "vars." + key;
+    const auto parts = split_path(key);
+    if (std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p.empty(); }))
+      fail("{}: empty component in the key", flag);
+    // reset() rebinds the handle; plain assignment would overwrite the node it points to.
+    YAML::Node node;
+    node.reset(root_);
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!node[parts[i]] || node[parts[i]].IsNull())
+        node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      YAML::Node child;
+      child.reset(node[parts[i]]);
+      if (!child.IsMap())
+        fail("{}: {} is not a mapping", flag,
+             fmt::format("{}", fmt::join(parts.begin(), parts.begin() + i + 1, ".")));
+      node.reset(child);
+    }
+    node[parts.back()] = parse_override_value(item.substr(eq + 1));
+    overridden_[key] = flag;
+  }
+}
+
+SourceLocation ExperimentSource::where(const std::string& path, const YAML::Node& node) const {
+  for (const auto& [key, flag] : overridden_) {
+    if (path == key || (path.size() > key.size() && path.compare(0, key.size(), key) == 0 &&
+                        path[key.size()] == '.'))
+      return {flag, 0, 0};
+  }
+  SourceLocation location{file_.string(), 0, 0};
+  const auto mark = node.Mark();
+  if (!mark.is_null()) {
+    location.line = mark.line + 1;
+    location.column = mark.column + 1;
+  }
+  return location;
+}
+
+void ExperimentSource::fail_at(const std::string& path, const YAML::Node& node,
+                               const std::string& message) const {
+  fail("{}: {}: {}", where(path, node).to_string(), path, message);
+}
+
+std::string scalar_text(const ExperimentSource& source, const std::string& path,
+                        const YAML::Node& node) {
+  if (!node.IsScalar()) source.fail_at(path, node, "expected a single value (text or number)");
+  return node.Scalar();
+}
+
+int non_negative_int(const ExperimentSource& source, const std::string& path,
+                     const YAML::Node& node) {
+  const std::string text = scalar_text(source, path, node);
+  const bool digits =
+      !text.empty() && text.size() < 9 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits)
+    source.fail_at(path, node, fmt::format("expected a non-negative integer, got '{}'", text));
+  return std::stoi(text);
+}
+
+void require_map(const ExperimentSource& source, const std::string& path, const YAML::Node& node) {
+  if (!node.IsMap()) source.fail_at(path, node, "expected a mapping (key: value lines)");
+}
+
+void check_keys(const ExperimentSource& source, const std::string& path, const YAML::Node& map,
+                const std::vector<std::string>& allowed) {
+  require_map(source, path, map);
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      const std::string child = path.empty() ? key : path + "." + key;
+      source.fail_at(child, it->first,
+                     fmt::format("unknown key (expected one of: {})", fmt::join(allowed, ", ")));
+    }
+  }
+}
+
+bool is_plain_bool(const YAML::Node& node, bool value) {
+  return node.IsScalar() && node.Tag() != "!" && node.Scalar() == (value ? "true" : "false");
+}
+
+}  // namespace rqat::experiment

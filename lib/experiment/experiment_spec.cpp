@@ -1,0 +1,337 @@
+#include "experiment/experiment_spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <set>
+
+#include "experiment/interpolation.h"
+#include "io/error.h"
+
+namespace rqat::experiment {
+
+namespace {
+
+const std::vector<std::string> kTopKeys = {"name",  "description", "out",   "vars",
+                                           "sweep", "defaults",    "slurm", "stages"};
+const std::vector<std::string> kStageKeys = {"tool",  "args", "inputs",    "positional",
+                                             "label", "only", "resources", "description"};
+
+bool valid_name(const std::string& name, bool allow_dots) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [&](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+           (allow_dots && c == '.');
+  });
+}
+
+std::string join_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+// A scalar, a list of scalars, or null: what an argument or a variable may hold.
+void check_value(const ExperimentSource& source, const std::string& path, const YAML::Node& node) {
+  if (node.IsScalar() || node.IsNull()) return;
+  if (!node.IsSequence())
+    source.fail_at(path, node, "expected a value or a list of values, not a mapping");
+  for (size_t i = 0; i < node.size(); ++i)
+    if (!node[i].IsScalar())
+      source.fail_at(fmt::format("{}[{}]", path, i), node[i], "list items must be single values");
+}
+
+NamedValues named_values(const ExperimentSource& source, const std::string& path,
+                         const YAML::Node& map) {
+  require_map(source, path, map);
+  NamedValues values;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const std::string child = join_path(path, key);
+    if (!valid_name(key, false))
+      source.fail_at(child, it->first, "a key is letters, digits, '-' and '_'");
+    check_value(source, child, it->second);
+    values.emplace_back(key, LocatedValue{child, it->second});
+  }
+  return values;
+}
+
+NamedValues resources(const ExperimentSource& source, const std::string& path,
+                      const YAML::Node& map) {
+  check_keys(source, path, map, resource_keys());
+  auto values = named_values(source, path, map);
+  for (const auto& [key, value] : values) {
+    if (!value.node.IsScalar()) source.fail_at(value.path, value.node, "expected a single value");
+    if ((key == "nodes" || key == "gpus" || key == "cpus") &&
+        references_in(value.node.Scalar()).empty())
+      non_negative_int(source, value.path, value.node);
+  }
+  return values;
+}
+
+std::vector<std::string> scalar_list(const ExperimentSource& source, const std::string& path,
+                                     const YAML::Node& node) {
+  if (!node.IsSequence() || node.size() == 0)
+    source.fail_at(path, node, "expected a non-empty list, e.g. [2, 3]");
+  std::vector<std::string> items;
+  for (size_t i = 0; i < node.size(); ++i)
+    items.push_back(scalar_text(source, fmt::format("{}[{}]", path, i), node[i]));
+  return items;
+}
+
+Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node,
+                 const std::map<std::string, LocatedValue>& vars) {
+  Sweep sweep;
+  check_keys(source, "sweep", node, {"grid", "zip"});
+  std::set<std::string> seen;
+  for (const char* kind : {"grid", "zip"}) {
+    const YAML::Node axes = node[kind];
+    if (!axes) continue;
+    const std::string path = std::string("sweep.") + kind;
+    require_map(source, path, axes);
+    std::optional<size_t> zip_length;
+    for (auto it = axes.begin(); it != axes.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      const std::string child = path + "." + name;
+      if (!valid_name(name, false))
+        source.fail_at(child, it->first, "a variable name is letters, digits, '-' and '_'");
+      if (!seen.insert(name).second)
+        source.fail_at(child, it->first, "swept twice (grid and zip name the same variable)");
+      SweepAxis axis{name, scalar_list(source, child, it->second)};
+      if (std::string(kind) == "zip") {
+        if (zip_length && *zip_length != axis.values.size())
+          source.fail_at(
+              child, it->second,
+              fmt::format("zip lists must have one length: this one has {}, the first {}",
+                          axis.values.size(), *zip_length));
+        zip_length = axis.values.size();
+        sweep.zip.push_back(std::move(axis));
+      } else {
+        sweep.grid.push_back(std::move(axis));
+      }
+    }
+  }
+  (void)vars;  // a swept variable may also have a default in vars; the sweep wins
+  return sweep;
+}
+
+// The stages a value names with ${stage:NAME}, directly or through the variables it uses.
+void collect_stage_references(const ExperimentSource& source, const LocatedValue& value,
+                              const std::map<std::string, LocatedValue>& vars,
+                              std::vector<std::string>& out, std::set<std::string> seen_vars = {}) {
+  auto scan = [&](const std::string& path, const YAML::Node& node) {
+    if (!node.IsScalar()) return;
+    std::vector<std::string> references;
+    try {
+      references = references_in(node.Scalar());
+    } catch (const InterpolationError& e) {
+      source.fail_at(path, node, e.what());
+    }
+    for (const auto& inner : references) {
+      if (inner.rfind("stage:", 0) == 0) {
+        out.push_back(inner.substr(6));
+      } else if (auto var = vars.find(inner); var != vars.end() && seen_vars.insert(inner).second) {
+        collect_stage_references(source, var->second, vars, out, seen_vars);
+      }
+    }
+  };
+  if (value.node.IsSequence()) {
+    for (size_t i = 0; i < value.node.size(); ++i)
+      scan(fmt::format("{}[{}]", value.path, i), value.node[i]);
+  } else {
+    scan(value.path, value.node);
+  }
+}
+
+StageSpec read_stage(const ExperimentSource& source,
+                     const std::map<std::string, LocatedValue>& vars, const std::string& name,
+                     const YAML::Node& key, const YAML::Node& node) {
+  const std::string path = "stages." + name;
+  StageSpec stage;
+  stage.name = name;
+  stage.key = {path, key};
+  check_keys(source, path, node, kStageKeys);
+  if (!node["tool"]) source.fail_at(path, key, "missing 'tool' (ptq, qat-kd, eval-math, ...)");
+  stage.tool = {path + ".tool", node["tool"]};
+  scalar_text(source, stage.tool.path, stage.tool.node);
+  if (node["args"] && !node["args"].IsNull())
+    stage.args = named_values(source, path + ".args", node["args"]);
+  if (node["inputs"] && !node["inputs"].IsNull()) {
+    stage.inputs = named_values(source, path + ".inputs", node["inputs"]);
+    for (const auto& [flag, value] : stage.inputs)
+      stage.depends_on.push_back(scalar_text(source, value.path, value.node));
+  }
+  if (const YAML::Node positional = node["positional"]) {
+    if (!positional.IsSequence())
+      source.fail_at(path + ".positional", positional, "expected a list of values");
+    for (size_t i = 0; i < positional.size(); ++i) {
+      const std::string item_path = fmt::format("{}.positional[{}]", path, i);
+      scalar_text(source, item_path, positional[i]);
+      stage.positional.push_back({item_path, positional[i]});
+    }
+  }
+  if (const YAML::Node label = node["label"]) {
+    scalar_text(source, path + ".label", label);
+    stage.label = LocatedValue{path + ".label", label};
+  }
+  if (const YAML::Node description = node["description"])
+    scalar_text(source, path + ".description", description);
+  if (const YAML::Node only = node["only"]) {
+    for (const auto& [variable, value] : named_values(source, path + ".only", only)) {
+      std::vector<LocatedValue> allowed;
+      if (value.node.IsSequence()) {
+        for (size_t i = 0; i < value.node.size(); ++i)
+          allowed.push_back({fmt::format("{}[{}]", value.path, i), value.node[i]});
+      } else {
+        scalar_text(source, value.path, value.node);
+        allowed.push_back(value);
+      }
+      stage.only.emplace_back(variable, std::move(allowed));
+    }
+  }
+  if (const YAML::Node r = node["resources"])
+    stage.resources = resources(source, path + ".resources", r);
+
+  collect_stage_references(source, stage.tool, vars, stage.depends_on);
+  for (const auto& [flag, value] : stage.args)
+    collect_stage_references(source, value, vars, stage.depends_on);
+  for (const auto& value : stage.positional)
+    collect_stage_references(source, value, vars, stage.depends_on);
+  if (stage.label) collect_stage_references(source, *stage.label, vars, stage.depends_on);
+  return stage;
+}
+
+// Dependency order (Kahn's algorithm, taking the earliest stage of the file among the ready ones);
+// a cycle is reported with its path.
+std::vector<StageSpec> order_stages(const ExperimentSource& source, std::vector<StageSpec> stages) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < stages.size(); ++i) index[stages[i].name] = i;
+  for (const auto& stage : stages) {
+    for (const auto& dep : stage.depends_on) {
+      if (!index.count(dep)) {
+        std::vector<std::string> names;
+        for (const auto& s : stages) names.push_back(s.name);
+        source.fail_at(stage.key.path, stage.key.node,
+                       fmt::format("needs stage '{}', which does not exist (stages: {})", dep,
+                                   fmt::join(names, ", ")));
+      }
+      if (dep == stage.name) source.fail_at(stage.key.path, stage.key.node, "depends on itself");
+    }
+  }
+  // Depth-first search for a cycle, so the message can show it.
+  std::vector<int> state(stages.size(), 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::string> stack;
+  std::function<void(size_t)> visit = [&](size_t i) {
+    state[i] = 1;
+    stack.push_back(stages[i].name);
+    for (const auto& dep : stages[i].depends_on) {
+      const size_t j = index.at(dep);
+      if (state[j] == 1) {
+        auto from = std::find(stack.begin(), stack.end(), dep);
+        std::vector<std::string> cycle(from, stack.end());
+        cycle.push_back(dep);
+        source.fail_at(stages[j].key.path, stages[j].key.node,
+                       fmt::format("dependency cycle: {}", fmt::join(cycle, " -> ")));
+      }
+      if (state[j] == 0) visit(j);
+    }
+    stack.pop_back();
+    state[i] = 2;
+  };
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (state[i] == 0) visit(i);
+
+  std::vector<StageSpec> ordered;
+  std::vector<bool> placed(stages.size(), false);
+  while (ordered.size() < stages.size()) {
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (placed[i]) continue;
+      const bool ready = std::all_of(stages[i].depends_on.begin(), stages[i].depends_on.end(),
+                                     [&](const auto& dep) { return placed[index.at(dep)]; });
+      if (!ready) continue;
+      placed[i] = true;
+      ordered.push_back(stages[i]);
+      break;
+    }
+  }
+  return ordered;
+}
+
+}  // namespace
+
+const std::vector<std::string>& resource_keys() {
+  static const std::vector<std::string> keys = {"nodes",     "gpus",    "cpus",       "time", "mem",
+                                                "partition", "account", "constraint", "qos"};
+  return keys;
+}
+
+ExperimentSpec read_experiment_spec(const ExperimentSource& source) {
+  const YAML::Node& root = source.root();
+  check_keys(source, "", root, kTopKeys);
+  ExperimentSpec spec;
+  if (!root["name"])
+    fail("{}: missing 'name' (it names the run directory)", source.file().string());
+  spec.name = scalar_text(source, "name", root["name"]);
+  if (!valid_name(spec.name, true))
+    source.fail_at("name", root["name"], "a name is letters, digits, '.', '-' and '_'");
+  if (root["description"])
+    spec.description = scalar_text(source, "description", root["description"]);
+  if (root["out"]) {
+    scalar_text(source, "out", root["out"]);
+    spec.out = LocatedValue{"out", root["out"]};
+  }
+  if (root["vars"] && !root["vars"].IsNull())
+    for (auto& [name, value] : named_values(source, "vars", root["vars"])) spec.vars[name] = value;
+  if (root["sweep"] && !root["sweep"].IsNull())
+    spec.sweep = read_sweep(source, root["sweep"], spec.vars);
+
+  if (const YAML::Node defaults = root["defaults"]; defaults && !defaults.IsNull()) {
+    require_map(source, "defaults", defaults);
+    for (auto it = defaults.begin(); it != defaults.end(); ++it) {
+      const std::string tool = it->first.Scalar();
+      spec.defaults[tool] = named_values(source, "defaults." + tool, it->second);
+    }
+  }
+  if (const YAML::Node slurm = root["slurm"]; slurm && !slurm.IsNull()) {
+    check_keys(source, "slurm", slurm, {"partition", "account", "setup", "default", "tools"});
+    for (const char* key : {"partition", "account"}) {
+      if (!slurm[key]) continue;
+      const std::string path = std::string("slurm.") + key;
+      scalar_text(source, path, slurm[key]);
+      spec.slurm_default.emplace_back(key, LocatedValue{path, slurm[key]});
+    }
+    if (slurm["setup"]) spec.slurm_setup = scalar_list(source, "slurm.setup", slurm["setup"]);
+    if (slurm["default"]) {
+      auto values = resources(source, "slurm.default", slurm["default"]);
+      spec.slurm_default.insert(spec.slurm_default.end(), values.begin(), values.end());
+    }
+    if (const YAML::Node tools = slurm["tools"]) {
+      require_map(source, "slurm.tools", tools);
+      for (auto it = tools.begin(); it != tools.end(); ++it) {
+        const std::string tool = it->first.Scalar();
+        spec.slurm_tools[tool] = resources(source, "slurm.tools." + tool, it->second);
+      }
+    }
+  }
+
+  const YAML::Node stages = root["stages"];
+  if (!stages || stages.IsNull() || (stages.IsMap() && stages.size() == 0))
+    fail("{}: no 'stages': an experiment needs at least one stage", source.file().string());
+  require_map(source, "stages", stages);
+  std::vector<StageSpec> read;
+  for (auto it = stages.begin(); it != stages.end(); ++it) {
+    const std::string name = it->first.Scalar();
+    if (!valid_name(name, false))
+      source.fail_at("stages." + name, it->first,
+                     "a stage name is letters, digits, '-' and '_' (it becomes a directory name)");
+    read.push_back(read_stage(source, spec.vars, name, it->first, it->second));
+    // The defaults of its tool become its arguments, and may name stages too.
+    StageSpec& stage = read.back();
+    if (auto d = spec.defaults.find(stage.tool.node.Scalar()); d != spec.defaults.end())
+      for (const auto& [flag, value] : d->second)
+        collect_stage_references(source, value, spec.vars, stage.depends_on);
+  }
+  spec.stages = order_stages(source, std::move(read));
+  return spec;
+}
+
+}  // namespace rqat::experiment

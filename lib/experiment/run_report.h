@@ -1,0 +1,92 @@
+// `rqat report RUN_DIR`: what a finished (or partly finished) run produced, as tables in the shape
+// of the papers' tables. The results table has one row per evaluated model (its label), a bits
+// column and one pass@1 column per benchmark (plus their average); the stage table lists every
+// stage instance with its status, time and a few summary metrics. Both render as markdown and CSV.
+// Reads plan.json, each instance's manifest.json / summary.json and the runner's logs/<id>.json; a
+// stage that never ran or failed is reported as such, not an error.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiment/experiment_plan.h"
+#include "io/json_file.h"
+
+namespace rqat::experiment {
+
+struct StageReport {
+  std::string id, stage, tool, label;
+  // "done", "skipped", "failed" or "blocked" from the runner's logs/<id>.json; "started" when its
+  // logs/<id>.log is newer than that record (running now, or its runner died) or exists without
+  // one; "missing" when it never ran, or its record says finished but its directory is gone.
+  std::string status;
+  std::optional<double> seconds;  // from logs/<id>.json
+  std::optional<int> exit_code;   // from logs/<id>.json
+  std::filesystem::path dir;      // where its outputs are (or would be)
+  // manifest.json "metrics"; without a manifest, the progress in metrics.h5 (last train step as
+  // "steps", last loss as "final_loss", last reward as "final_reward"), else {}.
+  io::Json metrics = io::Json::object();
+};
+
+// One benchmark result of a results row: an eval-math instance.
+struct ResultCell {
+  std::string instance;                // the eval-math instance id
+  std::string status;                  // the instance's StageReport::status
+  std::optional<double> pass1;         // share in [0, 1], from summary.json; none when not run
+  std::optional<double> pass1_stderr;  // share
+};
+
+struct ResultRow {
+  std::string label;  // the evaluated model's label (see collect_run_report)
+  std::string bits;   // "W3G128", "W2" (per-channel), "16" (not quantized), "?" (unknown)
+  std::vector<std::optional<ResultCell>> cells;  // one per ResultsTable::benchmarks entry
+};
+
+struct ResultsTable {
+  std::vector<std::string> benchmarks;  // in order of first appearance in the plan
+  std::vector<ResultRow> rows;          // in plan order
+};
+
+struct RunReport {
+  std::string name;
+  std::filesystem::path run_dir;
+  std::vector<StageReport> stages;  // plan order
+  ResultsTable results;
+  std::vector<std::string> notes;  // things the reader should know (e.g. two results for one cell)
+};
+
+// Reads run_dir/plan.json and the instances' files. Results rows: one per eval-math instance,
+// labelled by that instance's label when the experiment set one (label != id), else by the label of
+// the instance its --model came from (else the model directory's name); instances with the same
+// label and bits share a row, one column per benchmark. rqat::Error (naming the file) for a missing
+// plan.json or a malformed JSON file.
+RunReport collect_run_report(const std::filesystem::path& run_dir);
+
+// The bits column for a quantization record (a manifest's config.quant or a Hugging Face
+// quantization_config): "W<bits>G<group>", "W<bits>" for one group per row (group_size -1 or 0),
+// "16" for null, "?" without an integer "bits".
+std::string bits_label(const io::Json& quant);
+
+// Results table: label, bits, pass@1 in percent with one decimal per benchmark, and "avg" (the mean
+// of the row's benchmarks, shown only when all are present) when there is more than one benchmark.
+// A benchmark the row has no finished result for shows the instance's status, or "" when the row
+// has no instance for it.
+std::vector<std::vector<std::string>> results_table_cells(const ResultsTable& results);
+// Stage table: id, tool, status, seconds, then one column per summary metric present in any stage
+// (final_loss, nll, pass@1, final_reward, ...), in a fixed order.
+std::vector<std::vector<std::string>> stage_table_cells(const std::vector<StageReport>& stages);
+
+// Tables (first row: header) as GitHub markdown (columns of mostly numbers right-aligned) or CSV
+// (RFC 4180 quoting).
+std::string markdown_table(const std::vector<std::vector<std::string>>& cells);
+std::string csv_table(const std::vector<std::vector<std::string>>& cells);
+
+// The whole report as markdown: title, results table, stage table, notes.
+std::string report_markdown(const RunReport& report);
+
+// Writes run_dir/report.md, run_dir/report.csv (results) and run_dir/stages.csv atomically.
+void write_report_files(const RunReport& report);
+
+}  // namespace rqat::experiment

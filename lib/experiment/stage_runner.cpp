@@ -1,0 +1,328 @@
+#include "experiment/stage_runner.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "experiment/stage_process.h"
+#include "experiment/tool_flags.h"
+#include "io/error.h"
+#include "io/json_file.h"
+
+namespace rqat::experiment {
+
+namespace {
+
+std::vector<std::string> without_resume(std::vector<std::string> args) {
+  args.erase(std::remove(args.begin(), args.end(), "--resume"), args.end());
+  return args;
+}
+
+std::atomic<int> g_signal{0};
+void on_signal(int sig) {
+  g_signal = sig;
+}
+
+// Installs SIGINT/SIGTERM handlers for the run's lifetime (no SA_RESTART: waitpid must return).
+class SignalScope {
+ public:
+  SignalScope() {
+    g_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~SignalScope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+std::string utc_now() {
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+// The selected instances: all, or the --only stages and everything they need.
+std::vector<const StageInstance*> select_stages(const ExperimentPlan& plan,
+                                                const RunOptions& options) {
+  std::set<std::string> stage_names;
+  for (const auto& s : plan.stages) stage_names.insert(s.stage);
+  for (const auto* list : {&options.only, &options.force})
+    for (const auto& name : *list)
+      if (!stage_names.count(name))
+        fail("--{} {}: no such stage in {} (stages: {})", list == &options.only ? "only" : "force",
+             name, plan.experiment_file.string(), fmt::join(stage_names, ", "));
+  std::set<std::string> wanted;
+  for (auto it = plan.stages.rbegin(); it != plan.stages.rend(); ++it) {
+    const bool selected = options.only.empty() ||
+                          std::count(options.only.begin(), options.only.end(), it->stage) ||
+                          wanted.count(it->id);
+    if (!selected) continue;
+    wanted.insert(it->id);
+    for (const auto& input : it->inputs) wanted.insert(input);
+  }
+  std::vector<const StageInstance*> selected;
+  for (const auto& s : plan.stages)
+    if (wanted.count(s.id)) selected.push_back(&s);
+  return selected;
+}
+
+// Identifies one run of a stage: its manifest's modification time (a rerun rewrites it).
+std::string output_stamp(const ExperimentPlan& plan, const StageInstance& stage) {
+  std::error_code error;
+  auto time = std::filesystem::last_write_time(stage.out_dir / "manifest.json", error);
+  // Tools without a manifest: the runner's record of when the stage finished.
+  if (error) time = std::filesystem::last_write_time(stage_record_file(plan, stage), error);
+  return error ? "" : std::to_string(time.time_since_epoch().count());
+}
+
+// The stamps of a stage's inputs as they are now.
+io::Json input_stamps(const ExperimentPlan& plan, const StageInstance& stage) {
+  io::Json stamps = io::Json::object();
+  for (const auto& id : stage.inputs)
+    if (const auto* input = plan.find(id)) stamps[id] = output_stamp(plan, *input);
+  return stamps;
+}
+
+void write_record(const ExperimentPlan& plan, const StageInstance& stage, const std::string& status,
+                  double seconds, int exit_code) {
+  io::write_json_file(stage_record_file(plan, stage), {{"status", status},
+                                                       {"seconds", seconds},
+                                                       {"exit_code", exit_code},
+                                                       {"argv", stage.argv},
+                                                       {"inputs", input_stamps(plan, stage)},
+                                                       {"finished_utc", utc_now()}});
+}
+
+void print_plan(const ExperimentPlan& plan, const std::vector<const StageInstance*>& selected,
+                const RunOptions& options, std::ostream& out) {
+  int missing = 0;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    const auto& s = *selected[i];
+    const bool forced = std::count(options.force.begin(), options.force.end(), s.stage) > 0;
+    const bool finished = !forced && stage_is_finished(plan, s);
+    out << fmt::format("[{:>2}/{}] {}{}\n", i + 1, selected.size(), s.id,
+                       finished ? "  (finished: skip)" : "");
+    if (!s.inputs.empty()) out << fmt::format("        needs: {}\n", fmt::join(s.inputs, ", "));
+    out << "        " << display_command(std::vector<std::string>{s.program}) << " "
+        << display_command(s.argv) << "\n";
+    for (const auto& path : s.missing_paths) {
+      out << fmt::format("        warning: {} does not exist\n", path);
+      ++missing;
+    }
+  }
+  if (missing)
+    out << fmt::format("{} input path{} missing: `rqat run` refuses to start until they exist\n",
+                       missing, missing == 1 ? " is" : "s are");
+}
+
+}  // namespace
+
+std::filesystem::path stage_log_file(const ExperimentPlan& plan, const StageInstance& stage) {
+  return plan.run_dir / "logs" / (stage.id + ".log");
+}
+
+std::filesystem::path stage_record_file(const ExperimentPlan& plan, const StageInstance& stage) {
+  return plan.run_dir / "logs" / (stage.id + ".json");
+}
+
+bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage) {
+  const auto manifest_file = stage.out_dir / "manifest.json";
+  try {
+    const auto record_file = stage_record_file(plan, stage);
+    const bool has_record = std::filesystem::is_regular_file(record_file);
+    const auto record = has_record ? io::read_json_file(record_file) : io::Json::object();
+    // An input that ran again since this stage ran makes this stage's output stale.
+    if (!stage.inputs.empty() &&
+        (!has_record || record.value("inputs", io::Json::object()) != input_stamps(plan, stage)))
+      return false;
+    if (std::filesystem::is_regular_file(manifest_file)) {
+      const auto manifest = io::read_json_file(manifest_file);
+      auto args = manifest.at("args").get<std::vector<std::string>>();
+      if (args.empty()) return false;
+      args.erase(args.begin());  // the program path: builds move, the configuration does not
+      return without_resume(args) == stage.argv;
+    }
+    return has_record && record.value("status", "") == "done" &&
+           record.at("argv").get<std::vector<std::string>>() == stage.argv;
+  } catch (const std::exception&) {
+    return false;  // unreadable: run the stage again rather than trust it
+  }
+}
+
+int run_plan(const ExperimentPlan& plan, const RunOptions& options, std::ostream& out) {
+  const auto selected = select_stages(plan, options);
+  out << fmt::format("experiment {} ({}): {} stage{}, run directory {}\n", plan.name,
+                     plan.experiment_file.string(), selected.size(),
+                     selected.size() == 1 ? "" : "s", plan.run_dir.string());
+  if (!plan.description.empty()) out << "  " << plan.description << "\n";
+  std::set<std::string> programs;
+  for (const auto& s : plan.stages) programs.insert(s.program);
+  std::string missing_tool;
+  for (const auto& program : programs)
+    if (access((options.bin_dir / program).c_str(), X_OK) != 0) missing_tool = program;
+  if (missing_tool.empty()) {
+    check_stage_flags(plan, options.bin_dir);
+  } else if (!options.dry_run) {
+    fail("--bin-dir {}: no executable '{}' there", options.bin_dir.string(), missing_tool);
+  }
+  if (options.dry_run) {
+    print_plan(plan, selected, options, out);
+    if (!missing_tool.empty())
+      out << fmt::format("note: no '{}' in {}: flags were not checked against the tools\n",
+                         missing_tool, options.bin_dir.string());
+    return 0;
+  }
+  for (const auto* s : selected)
+    for (const auto& path : s->missing_paths)
+      fail("{} does not exist (an input of stage {})", path, s->id);
+
+  std::filesystem::create_directories(plan.run_dir / "logs");
+  write_plan(plan.run_dir / "plan.json", plan);
+
+  SignalScope signals;
+  using Clock = std::chrono::steady_clock;
+  const auto run_start = Clock::now();
+  struct Running {
+    const StageInstance* stage;
+    Clock::time_point start;
+  };
+  std::map<pid_t, Running> running;
+  std::map<std::string, std::string> state;  // id -> done, skipped, failed, blocked
+  std::vector<std::string> failures;
+  std::vector<const StageInstance*> pending(selected.begin(), selected.end());
+  int forwarded = 0;
+
+  auto position = [&](const StageInstance& s) {
+    const auto it = std::find(selected.begin(), selected.end(), &s);
+    return fmt::format("[{:>2}/{}]", it - selected.begin() + 1, selected.size());
+  };
+
+  while (!pending.empty() || !running.empty()) {
+    // Start what is ready, in plan order, while there is room.
+    for (auto it = pending.begin(); g_signal == 0 && it != pending.end();) {
+      const StageInstance& s = **it;
+      bool ready = true, blocked = false;
+      for (const auto& input : s.inputs) {
+        const auto st = state.find(input);
+        if (st == state.end())
+          ready = false;
+        else if (st->second == "failed" || st->second == "blocked")
+          blocked = true;
+      }
+      if (blocked) {
+        state[s.id] = "blocked";
+        write_record(plan, s, "blocked", 0, -1);
+        out << fmt::format("{} {}: not run (an input failed)\n", position(s), s.id);
+        it = pending.erase(it);
+        continue;
+      }
+      if (!ready || static_cast<int>(running.size()) >= std::max(1, options.jobs)) {
+        ++it;
+        continue;
+      }
+      const bool forced = std::count(options.force.begin(), options.force.end(), s.stage) > 0;
+      if (!forced && stage_is_finished(plan, s)) {
+        state[s.id] = "skipped";
+        out << fmt::format("{} {}: finished earlier, skipped\n", position(s), s.id);
+        it = pending.erase(it);
+        continue;
+      }
+      std::vector<std::string> args{(options.bin_dir / s.program).string()};
+      args.insert(args.end(), s.argv.begin(), s.argv.end());
+      if (takes_resume(s) && std::filesystem::exists(s.out_dir / "checkpoints" / "latest") &&
+          !forced)
+        args.push_back("--resume");
+      // A stale manifest must never make a half-rerun stage look finished.
+      std::filesystem::remove(s.out_dir / "manifest.json");
+      const auto log = stage_log_file(plan, s);
+      {
+        std::ofstream header(log, std::ios::app);
+        header << fmt::format("=== {} rqat run: {}\n", utc_now(), display_command(args));
+      }
+      const pid_t pid = spawn_logged(args.front(), args, log);
+      running[pid] = {&s, Clock::now()};
+      out << fmt::format("{} {}: running {}{} (log {})\n", position(s), s.id, s.tool,
+                         args.back() == "--resume" ? " --resume" : "", log.string());
+      out.flush();
+      it = pending.erase(it);
+    }
+    if (running.empty()) {
+      if (g_signal != 0 || pending.empty()) break;
+      continue;  // everything pending was just marked blocked or skipped
+    }
+
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno != EINTR) fail("rqat run: waitpid failed: {}", std::strerror(errno));
+      // Forward the signal once to every stage (they are in their own process groups): training
+      // stages write a checkpoint and exit, so the next `rqat run` resumes them.
+      if (g_signal != 0 && forwarded != g_signal) {
+        forwarded = g_signal;
+        out << fmt::format("signal {}: stopping {} running stage{}\n", forwarded, running.size(),
+                           running.size() == 1 ? "" : "s");
+        for (const auto& [child, r] : running) kill(child, forwarded);
+      }
+      continue;
+    }
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const StageInstance& s = *it->second.stage;
+    const double seconds = std::chrono::duration<double>(Clock::now() - it->second.start).count();
+    running.erase(it);
+    const int code = exit_code_of(status);
+    if (code == 0) {
+      state[s.id] = "done";
+      write_record(plan, s, "done", seconds, 0);
+      out << fmt::format("{} {}: done in {:.1f} s\n", position(s), s.id, seconds);
+    } else {
+      state[s.id] = "failed";
+      write_record(plan, s, "failed", seconds, code);
+      const auto log = stage_log_file(plan, s);
+      out << fmt::format("{} {}: FAILED (exit {}) after {:.1f} s; log: {}\n", position(s), s.id,
+                         code, seconds, log.string());
+      out << tail_of_file(log, 6);
+      failures.push_back(fmt::format("{} (log {})", s.id, log.string()));
+    }
+    out.flush();
+  }
+
+  const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
+  if (g_signal != 0) {
+    out << fmt::format("interrupted after {:.1f} s; rerun the same command to continue\n", total);
+    return 128 + g_signal;
+  }
+  int done = 0, skipped = 0, blocked = 0;
+  for (const auto& [id, st] : state) {
+    done += st == "done";
+    skipped += st == "skipped";
+    blocked += st == "blocked";
+  }
+  out << fmt::format("{} ran, {} skipped, {} failed, {} not run, in {:.1f} s\n", done, skipped,
+                     failures.size(), blocked, total);
+  for (const auto& f : failures) out << "failed: " << f << "\n";
+  return failures.empty() ? 0 : 1;
+}
+
+}  // namespace rqat::experiment

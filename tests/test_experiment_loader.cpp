@@ -1,0 +1,294 @@
+// Experiment files (docs/experiments.md): sweep expansion, sharing of identical stage instances,
+// interpolation, validation errors with FILE:LINE:COLUMN, and the plan's JSON form.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "experiment/experiment_loader.h"
+#include "experiment/interpolation.h"
+#include "experiment/sweep.h"
+#include "test_util.h"
+
+using namespace rqat::experiment;
+using rqat::test::require_error;
+using rqat::test::TempDir;
+
+namespace {
+
+ExperimentPlan plan_of(const TempDir& dir, const std::string& yaml,
+                       std::vector<std::string> overrides = {}) {
+  rqat::test::write_bytes(dir / "exp.yaml", yaml);
+  return load_experiment_plan({dir / "exp.yaml", std::move(overrides), dir / "run"});
+}
+
+std::vector<std::string> ids_of(const ExperimentPlan& plan, const std::string& stage) {
+  std::vector<std::string> ids;
+  for (const auto& s : plan.stages)
+    if (s.stage == stage) ids.push_back(s.id);
+  return ids;
+}
+
+const std::string kSweep = R"(name: sweep
+vars:
+  steps: 10
+  data: ${experiment_dir}/train.jsonl
+sweep:
+  grid:
+    bits: [2, 3]
+    init: [rtn, gptq]
+  zip:
+    objective: [sft, kd]
+    lr: [1e-4, 5e-5]
+stages:
+  ptq:
+    tool: ptq
+    args: {model: "${run_dir}/teacher", method: "${init}", bits: "${bits}", group-size: 32}
+  qat:
+    tool: qat-${objective}
+    inputs: {model: ptq}
+    args: {steps: "${steps}", lr: "${lr}", data: "${data}"}
+    label: "${init} W${bits} + ${objective}"
+  grpo:
+    tool: grpo
+    inputs: {model: qat}
+    only: {objective: kd}
+  eval_grpo:
+    tool: eval-math
+    inputs: {model: grpo}
+)";
+
+}  // namespace
+
+TEST_CASE("expand_sweep crosses the grid with the zip, first axis outermost") {
+  Sweep sweep;
+  sweep.grid = {{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}};
+  sweep.zip = {{"c", {"p", "q"}}, {"d", {"7", "8"}}};
+  const auto points = expand_sweep(sweep);
+  REQUIRE(points.size() == 2 * 3 * 2);
+  CHECK(points[0] == SweepPoint{{"a", "1"}, {"b", "x"}, {"c", "p"}, {"d", "7"}});
+  CHECK(points[1] == SweepPoint{{"a", "1"}, {"b", "x"}, {"c", "q"}, {"d", "8"}});
+  CHECK(points[11] == SweepPoint{{"a", "2"}, {"b", "z"}, {"c", "q"}, {"d", "8"}});
+  std::set<SweepPoint> unique(points.begin(), points.end());
+  CHECK(unique.size() == points.size());
+  CHECK(expand_sweep(Sweep{}).size() == 1);
+}
+
+TEST_CASE("identical stages across sweep points are shared; ids name what a stage depends on") {
+  TempDir dir("exp-share");
+  const auto plan = plan_of(dir, kSweep);
+  CHECK(plan.sweep_variables == std::vector<std::string>{"bits", "init", "objective", "lr"});
+  // 8 points: ptq depends on bits x init only (4), qat on all (8), grpo only where objective is kd.
+  CHECK(ids_of(plan, "ptq") ==
+        std::vector<std::string>{"ptq.bits-2.init-rtn", "ptq.bits-2.init-gptq",
+                                 "ptq.bits-3.init-rtn", "ptq.bits-3.init-gptq"});
+  const auto qat = ids_of(plan, "qat");
+  REQUIRE(qat.size() == 8);
+  CHECK(qat[0] == "qat.bits-2.init-rtn.objective-sft.lr-1e-4");
+  CHECK(ids_of(plan, "grpo").size() == 4);
+  for (const auto& id : ids_of(plan, "grpo")) CHECK(id.find("objective-kd") != std::string::npos);
+  // A stage whose input `only` leaves out is left out with it.
+  CHECK(ids_of(plan, "eval_grpo").size() == 4);
+
+  const auto* kd = plan.find("qat.bits-3.init-gptq.objective-kd.lr-5e-5");
+  REQUIRE(kd);
+  CHECK(kd->program == "qat-kd");
+  CHECK(kd->inputs == std::vector<std::string>{"ptq.bits-3.init-gptq"});
+  CHECK(kd->label == "gptq W3 + kd");
+  const std::vector<std::string> argv = {
+      "--model", (dir / "run" / "ptq.bits-3.init-gptq").string(),
+      "--steps", "10",
+      "--lr",    "5e-5",
+      "--data",  (dir / "train.jsonl").lexically_normal().string(),
+      "--out",   (dir / "run" / "qat.bits-3.init-gptq.objective-kd.lr-5e-5").string()};
+  CHECK(kd->argv == argv);
+  // Inputs come before the instances that need them.
+  for (size_t i = 0; i < plan.stages.size(); ++i)
+    for (const auto& input : plan.stages[i].inputs) {
+      const auto at = std::find_if(plan.stages.begin(), plan.stages.end(),
+                                   [&](const auto& s) { return s.id == input; });
+      REQUIRE(at != plan.stages.end());
+      CHECK(at - plan.stages.begin() < static_cast<long>(i));
+    }
+  // A missing data file is reported with where it was written (the variable's use in qat.args).
+  REQUIRE(kd->missing_paths.size() == 1);
+  INFO(kd->missing_paths[0]);
+  CHECK(kd->missing_paths[0].find("exp.yaml:19:") != std::string::npos);
+}
+
+TEST_CASE("--set overrides variables and document paths, lists included") {
+  TempDir dir("exp-set");
+  const auto plan =
+      plan_of(dir, kSweep, {"steps=3", "sweep.grid.bits=[4]", "stages.qat.args.lr=0.5"});
+  CHECK(ids_of(plan, "ptq").size() == 2);
+  const auto* qat = plan.find("qat.bits-4.init-rtn.objective-sft");  // lr no longer varies it
+  REQUIRE(qat);
+  CHECK(std::count(qat->argv.begin(), qat->argv.end(), "0.5") == 1);
+  CHECK(std::count(qat->argv.begin(), qat->argv.end(), "3") == 1);
+}
+
+TEST_CASE(
+    "arguments: booleans, nulls, lists, defaults, list variables, positional and stage refs") {
+  TempDir dir("exp-args");
+  const auto plan = plan_of(dir, R"(name: args
+vars:
+  ks: [1, 4]
+  nested: "${inner}-x"
+  inner: "${name_part}"
+  name_part: "$${literal}"
+defaults:
+  eval-math: {benchmark: math500, limit: 5, quiet: true}
+stages:
+  teacher:
+    tool: eval-math
+    args: {limit: 7, k: "${ks}", protocol: null, no-chat-template: false, instruction: "${nested}"}
+  traces:
+    tool: rqat traces
+    args: {out: false, max-per-problem: 2}
+    positional: ["${stage:teacher}/samples.jsonl"]
+)");
+  const auto* teacher = plan.find("teacher");
+  REQUIRE(teacher);
+  const std::vector<std::string> argv = {"--benchmark",
+                                         "math500",
+                                         "--limit",
+                                         "7",
+                                         "--quiet",
+                                         "--k",
+                                         "1",
+                                         "--k",
+                                         "4",
+                                         "--instruction",
+                                         "${literal}-x",
+                                         "--out",
+                                         (dir / "run" / "teacher").string()};
+  CHECK(teacher->argv == argv);
+  const auto* traces = plan.find("traces");
+  REQUIRE(traces);
+  CHECK(traces->program == "rqat");
+  CHECK(traces->inputs == std::vector<std::string>{"teacher"});
+  CHECK(traces->argv ==
+        std::vector<std::string>{"traces", "--max-per-problem", "2",
+                                 (dir / "run" / "teacher" / "samples.jsonl").string()});
+}
+
+TEST_CASE(
+    "a stage overriding a default leaves it alone for the others; switches and stage paths "
+    "come through variables") {
+  TempDir dir("exp-defaults");
+  const auto plan = plan_of(dir, R"(name: defaults
+vars:
+  sym: true
+  asym: false
+  traces: ${stage:first}/traces.jsonl
+defaults:
+  ptq: {bits: 4, group-size: 32}
+stages:
+  later:
+    tool: ptq
+    args: {data: "${traces}"}
+  first:
+    tool: ptq
+    args: {bits: 2, sym: "${sym}", true-sym: "${asym}"}
+)");
+  // `later` names `first` only through a variable, yet runs after it.
+  REQUIRE(plan.stages.size() == 2);
+  CHECK(plan.stages[0].id == "first");
+  CHECK(plan.stages[1].inputs == std::vector<std::string>{"first"});
+  CHECK(plan.stages[0].argv == std::vector<std::string>{"--bits", "2", "--group-size", "32",
+                                                        "--sym", "--out",
+                                                        (dir / "run" / "first").string()});
+  CHECK(plan.stages[1].argv ==
+        std::vector<std::string>{"--bits", "4", "--group-size", "32", "--data",
+                                 (dir / "run" / "first" / "traces.jsonl").string(), "--out",
+                                 (dir / "run" / "later").string()});
+}
+
+TEST_CASE("resources: slurm.default, then the tool's, then the stage's") {
+  TempDir dir("exp-res");
+  const auto plan = plan_of(dir, R"(name: res
+slurm:
+  partition: gpu
+  setup: ["module load cuda"]
+  default: {gpus: 1, time: "01:00:00", cpus: 8}
+  tools:
+    qat-kd: {gpus: 8, time: "24:00:00"}
+stages:
+  a: {tool: qat-kd, resources: {nodes: 2}}
+  b: {tool: ptq}
+)");
+  const auto& a = plan.find("a")->resources;
+  CHECK(a.nodes == 2);
+  CHECK(a.gpus == 8);
+  CHECK(a.cpus == 8);
+  CHECK(a.time == "24:00:00");
+  CHECK(a.partition == "gpu");
+  CHECK(plan.find("b")->resources.gpus == 1);
+  CHECK(plan.slurm_setup == std::vector<std::string>{"module load cuda"});
+}
+
+TEST_CASE("validation errors name the file, line and column") {
+  TempDir dir("exp-errors");
+  const auto file = (dir / "exp.yaml").string();
+  auto fails = [&](const std::string& yaml, std::initializer_list<std::string> needles,
+                   std::vector<std::string> overrides = {}) {
+    require_error([&] { plan_of(dir, yaml, overrides); }, needles);
+  };
+  fails("name: x\nstages:\n  a:\n    tool: ptq\n    args: {bits: \"${nope}\"}\n",
+        {file + ":5:18", "stages.a.args.bits", "unknown variable 'nope'"});
+  fails("name: x\nstages:\n  a:\n    tool: ptq\n    argz: {}\n",
+        {file + ":5:5", "stages.a.argz", "unknown key"});
+  fails("name: x\nstagez: {}\n", {file + ":2:1", "unknown key"});
+  fails("name: x\nstages:\n  a:\n    tool: ptq\n    args: {bits: {x: 1}}\n",
+        {file + ":5:18", "stages.a.args.bits", "not a mapping"});
+  fails("name: x\nstages:\n  a:\n    tool: ptq\n    inputs: {model: b}\n",
+        {file + ":3:3", "needs stage 'b', which does not exist"});
+  fails(
+      "name: x\nstages:\n  a: {tool: ptq, inputs: {model: b}}\n  b: {tool: ptq, inputs: {model: "
+      "c}}\n"
+      "  c: {tool: ptq, positional: [\"${stage:a}/x\"]}\n",
+      {file + ":", "dependency cycle: a -> b -> c -> a"});
+  fails("name: x\nsweep:\n  zip:\n    a: [1, 2]\n    b: [1, 2, 3]\n",
+        {file + ":5:8", "zip lists must have one length"});
+  fails("name: x\nstages:\n  a: {tool: quantize}\n", {file + ":3:13", "unknown tool 'quantize'"});
+  fails("name: x\nstages:\n  a: {tool: ptq, resources: {gpus: two}}\n",
+        {file + ":3:36", "expected a non-negative integer"});
+  fails(
+      "name: x\nvars: {a: \"${b}\", b: \"${a}\"}\nstages:\n  s: {tool: ptq, args: {x: \"${a}\"}}\n",
+      {"cycle: a -> b -> a"});
+  fails("name: x\nvars: {l: [1, 2]}\nstages:\n  s: {tool: ptq, args: {x: \"a${l}\"}}\n",
+        {file + ":4:28", "is a list"});
+  fails("name: x\nstages:\n  a: {tool: ptq\n", {file + ":", "end of map flow not found"});
+  fails("name: x\nstages:\n  a: {tool: ptq, args: {bits: 3}}\n",
+        {"--set stages.a.args.bits", "unknown variable 'q'"}, {"stages.a.args.bits=${q}"});
+  fails("name: x\nstages:\n  a: {tool: rqat}\n", {file + ":3:13", "needs one subcommand"});
+  fails(
+      "name: x\nsweep: {grid: {b: [1, 2]}}\nstages:\n  a: {tool: ptq, args: {out: o, bits: "
+      "\"${b}\"}}\n",
+      {"both write --out o"});
+  fails(
+      "name: x\nsweep: {grid: {b: [1, 2]}}\nstages:\n  a: {tool: ptq}\n  e: {tool: eval-math, "
+      "inputs: {model: a}, only: {c: 1}}\n",
+      {file + ":5:54", "neither a variable nor swept"});
+}
+
+TEST_CASE("interpolation primitives") {
+  auto upper = [](const std::string& s) { return "<" + s + ">"; };
+  CHECK(interpolate("a${b}c${d}", upper) == "a<b>c<d>");
+  CHECK(interpolate("$${b} ${c}", upper) == "${b} <c>");
+  CHECK(sole_reference("${bits}") == std::optional<std::string>("bits"));
+  CHECK_FALSE(sole_reference("${a}${b}").has_value());
+  CHECK(references_in("x ${stage:a}/y ${z}") == std::vector<std::string>{"stage:a", "z"});
+  CHECK_THROWS_AS(interpolate("${open", upper), InterpolationError);
+  CHECK_THROWS_AS(interpolate("${}", upper), InterpolationError);
+}
+
+TEST_CASE("plan.json round-trips") {
+  TempDir dir("exp-json");
+  const auto plan = plan_of(dir, kSweep);
+  write_plan(dir / "plan.json", plan);
+  const auto back = read_plan(dir / "plan.json");
+  CHECK(plan_to_json(back) == plan_to_json(plan));
+  REQUIRE(back.stages.size() == plan.stages.size());
+  CHECK(back.stages[5].point == plan.stages[5].point);
+}

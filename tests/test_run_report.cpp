@@ -1,0 +1,280 @@
+// `rqat report` tables from a hand-made run directory: plan.json, manifests, eval-math summaries
+// and the runner's logs/<id>.json, with seeded random accuracies whose percentages the test formats
+// itself (printf) and compares with the library's cells, markdown and CSV.
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "experiment/run_report.h"
+#include "io/hdf5_columns.h"
+#include "io/manifest.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using rqat::io::Json;
+using namespace rqat::experiment;
+
+namespace {
+
+std::string pct(double share) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f", 100.0 * share);
+  return buffer;
+}
+
+Json quant(int bits, int group) {
+  return {{"bits", bits}, {"group_size", group}, {"symmetric", false}};
+}
+
+// A run directory under construction: stages are added in plan (dependency) order.
+struct FakeRun {
+  fs::path dir;
+  ExperimentPlan plan;
+
+  explicit FakeRun(fs::path run_dir) : dir(std::move(run_dir)) {
+    plan.name = "toy";
+    plan.experiment_file = "toy.yaml";
+    plan.run_dir = dir;
+    plan.sweep_variables = {"bits"};
+    fs::create_directories(dir / "logs");
+  }
+
+  StageInstance& add(const std::string& id, const std::string& tool, std::vector<std::string> argv,
+                     std::vector<std::string> inputs = {}, std::string label = "") {
+    StageInstance s;
+    s.id = id;
+    s.stage = id.substr(0, id.find('.'));
+    s.tool = tool;
+    s.program = tool;
+    s.argv = std::move(argv);
+    s.out_dir = dir / id;
+    s.inputs = std::move(inputs);
+    s.label = label.empty() ? id : label;
+    plan.stages.push_back(std::move(s));
+    return plan.stages.back();
+  }
+
+  void manifest(const std::string& id, const std::string& tool, Json config, Json metrics) {
+    rqat::io::Manifest m;
+    m.tool = tool;
+    m.args = {tool};
+    m.config = std::move(config);
+    m.metrics = std::move(metrics);
+    rqat::io::write_manifest(dir / id, m);
+  }
+
+  void summary(const std::string& id, const std::string& benchmark, Json quant_record,
+               double pass1) {
+    Json s = {{"benchmark", benchmark}, {"model", "m"}, {"quant", std::move(quant_record)}};
+    s["metrics"] = {{"problems", 500}, {"pass@1", pass1}, {"pass@1_stderr", 0.02}};
+    manifest(id, "eval-math", {{"benchmark", benchmark}}, {{"pass@1", pass1}});
+    rqat::io::write_json_file(dir / id / "summary.json", s);
+  }
+
+  void log(const std::string& id, const std::string& status, double seconds, int exit_code = 0) {
+    rqat::io::write_json_file(dir / "logs" / (id + ".json"),
+                              {{"status", status}, {"seconds", seconds}, {"exit_code", exit_code}});
+  }
+
+  void write_plan_file() { write_plan(dir / "plan.json", plan); }
+};
+
+std::vector<std::string> eval_argv(const fs::path& model, const std::string& benchmark) {
+  return {"--model", model.string(), "--benchmark", benchmark};
+}
+
+}  // namespace
+
+TEST_CASE("bits_label names the quantization of a manifest or a Hugging Face config") {
+  CHECK(bits_label(Json(nullptr)) == "16");
+  CHECK(bits_label(quant(3, 128)) == "W3G128");
+  CHECK(bits_label(quant(4, -1)) == "W4");  // one group per row
+  CHECK(bits_label(Json{{"bits", 4}, {"group_size", 0}}) == "W4");
+  CHECK(bits_label(Json{{"quant_method", "gptq"}, {"bits", 2}, {"group_size", 64}}) == "W2G64");
+  CHECK(bits_label(Json{{"quant_method", "fp8"}}) == "?");
+}
+
+TEST_CASE("the report tabulates a run: rows per model, columns per benchmark, stage statuses") {
+  rqat::test::TempDir tmp("run_report");
+  FakeRun run(tmp / "run");
+  std::mt19937_64 rng(20240508);
+  std::uniform_int_distribution<int> correct(0, 500);
+  auto share = [&] { return correct(rng) / 500.0; };  // pass@1 of 500 problems, one sample each
+  const double w3_math = share(), w3_gsm = share(), base_math = share(), base_gsm = share(),
+               teacher_math = share(), again_math = share();
+
+  // W3G128: ptq -> qat-kd -> two evaluations (no labels of their own: the row takes qat's label).
+  run.add("ptq.bits-3", "ptq", {"--bits", "3"});
+  run.manifest("ptq.bits-3", "ptq", {{"quant", quant(3, 128)}},
+               {{"quantized_layers", 7}, {"mean_relative_error", 0.0123}});
+  run.log("ptq.bits-3", "done", 2.3);
+  run.add("qat.bits-3", "qat-kd", {"--model", (run.dir / "ptq.bits-3").string()}, {"ptq.bits-3"},
+          "RTN W3 + KD");
+  run.manifest("qat.bits-3", "qat-kd", {{"quant", quant(3, 128)}},
+               {{"steps", 10}, {"final_loss", 0.5}, {"nll", 2.125}});
+  run.log("qat.bits-3", "skipped", 0.1);
+  // The model path as the runner may write it: with a trailing slash.
+  run.add("eval_math.bits-3", "eval-math", eval_argv(run.dir.string() + "/qat.bits-3/", "math500"),
+          {"qat.bits-3"});
+  run.summary("eval_math.bits-3", "math500", quant(3, 128), w3_math);
+  run.log("eval_math.bits-3", "done", 61.0);
+  // The baseline from outside the run: the row is named by the model directory.
+  run.add("eval_base_math", "eval-math", eval_argv("/models/Qwen3-0.6B", "math500"));
+  run.summary("eval_base_math", "math500", nullptr, base_math);
+  run.add("eval_gsm.bits-3", "eval-math", eval_argv(run.dir / "qat.bits-3", "gsm8k"),
+          {"qat.bits-3"});
+  run.summary("eval_gsm.bits-3", "gsm8k", quant(3, 128), w3_gsm);
+  run.add("eval_base_gsm", "eval-math", eval_argv("/models/Qwen3-0.6B", "gsm8k"));
+  run.summary("eval_base_gsm", "gsm8k", nullptr, base_gsm);
+  // An explicit label wins over the model's name; math500 only, so no average.
+  run.add("eval_teacher", "eval-math", eval_argv("/models/Qwen3-8B", "math500"), {},
+          "Teacher, BF16");
+  run.summary("eval_teacher", "math500", nullptr, teacher_math);
+
+  // W2 per-channel: qat failed, so its evaluations were blocked or never started.
+  run.add("ptq.bits-2", "ptq", {"--bits", "2"});
+  run.manifest("ptq.bits-2", "ptq", {{"quant", quant(2, -1)}}, {{"mean_relative_error", 0.25}});
+  run.log("ptq.bits-2", "done", 1.9);
+  run.add("qat.bits-2", "qat-kd", {"--model", (run.dir / "ptq.bits-2").string()}, {"ptq.bits-2"},
+          "RTN W2 + KD");
+  run.log("qat.bits-2", "failed", 4.0, 3);
+  {
+    // It got to step 3 before failing: the stage table shows its progress from metrics.h5.
+    rqat::io::Hdf5Columns h5;
+    h5.add("train/step", std::vector<int64_t>{1, 2, 3});
+    h5.add("train/loss", std::vector<double>{0.9, 0.75, std::nan("")});
+    h5.add("eval/step", std::vector<int64_t>{0});
+    h5.write(run.dir / "qat.bits-2" / "metrics.h5");
+  }
+  run.add("eval_math.bits-2", "eval-math", eval_argv(run.dir / "qat.bits-2", "math500"),
+          {"qat.bits-2"});
+  run.log("eval_math.bits-2", "blocked", 0.0);
+  run.add("eval_gsm.bits-2", "eval-math", eval_argv(run.dir / "qat.bits-2", "gsm8k"),
+          {"qat.bits-2"});
+
+  // A second evaluation of the W3 model on math500 gets its own row and a note.
+  run.add("eval_again.bits-3", "eval-math", eval_argv(run.dir / "qat.bits-3", "math500"),
+          {"qat.bits-3"});
+  run.summary("eval_again.bits-3", "math500", quant(3, 128), again_math);
+  // Stages without a manifest: `rqat traces` wrote its file (done), a stage's directory was
+  // removed after it finished (missing), and a rerun of a failed stage is in progress (started).
+  run.add("traces", "rqat traces", {"traces", "--out", (run.dir / "traces").string()});
+  run.log("traces", "done", 0.5);
+  rqat::test::write_bytes(run.dir / "traces", "{}\n");
+  rqat::test::write_bytes(run.dir / "logs" / "traces.log", "wrote 1 trace\n");
+  run.add("gone", "ptq", {"--out", (run.dir / "gone").string()});
+  run.log("gone", "done", 0.5);
+  run.add("grpo.bits-3", "grpo", {"--model", (run.dir / "qat.bits-3").string()}, {"qat.bits-3"});
+  run.log("grpo.bits-3", "failed", 9.0, 1);
+  rqat::test::write_bytes(run.dir / "logs" / "grpo.bits-3.log", "step 1/10\n");
+  // Explicit times: file systems with coarse timestamps would otherwise make them equal.
+  const auto record_time = fs::last_write_time(run.dir / "logs" / "grpo.bits-3.json");
+  fs::last_write_time(run.dir / "logs" / "grpo.bits-3.log", record_time + std::chrono::seconds(5));
+  fs::last_write_time(run.dir / "logs" / "traces.log", record_time - std::chrono::seconds(5));
+  run.write_plan_file();
+
+  const RunReport report = collect_run_report(run.dir);
+  REQUIRE(report.name == "toy");
+
+  SECTION("stage statuses and times") {
+    REQUIRE(report.stages.size() == run.plan.stages.size());
+    std::map<std::string, std::string> status;
+    for (const auto& s : report.stages) status[s.id] = s.status;
+    CHECK(status["ptq.bits-3"] == "done");
+    CHECK(status["qat.bits-3"] == "skipped");
+    CHECK(status["eval_base_math"] == "done");  // manifest, no runner log
+    CHECK(status["qat.bits-2"] == "failed");
+    CHECK(status["eval_math.bits-2"] == "blocked");
+    CHECK(status["eval_gsm.bits-2"] == "missing");
+    CHECK(status["traces"] == "done");
+    CHECK(status["gone"] == "missing");
+    CHECK(status["grpo.bits-3"] == "started");
+    CHECK(report.stages[0].seconds == Approx(2.3));
+    CHECK(report.stages[0].metrics["mean_relative_error"].get<double>() == Approx(0.0123));
+  }
+
+  SECTION("results: rows in plan order, bits, benchmark columns, average") {
+    const auto& results = report.results;
+    CHECK(results.benchmarks == std::vector<std::string>{"math500", "gsm8k"});
+    const auto cells = results_table_cells(results);
+    const std::vector<std::vector<std::string>> expected = {
+        {"model", "bits", "math500", "gsm8k", "avg"},
+        {"RTN W3 + KD", "W3G128", pct(w3_math), pct(w3_gsm), pct((w3_math + w3_gsm) / 2)},
+        {"Qwen3-0.6B", "16", pct(base_math), pct(base_gsm), pct((base_math + base_gsm) / 2)},
+        {"Teacher, BF16", "16", pct(teacher_math), "", ""},
+        // bits from ptq's manifest is unreachable (qat failed): unknown, statuses in the cells.
+        {"RTN W2 + KD", "?", "blocked", "missing", ""},
+        {"RTN W3 + KD (eval_again.bits-3)", "W3G128", pct(again_math), "", ""}};
+    CHECK(cells == expected);
+    REQUIRE(report.notes.size() == 1);
+    CHECK(report.notes[0].find("eval_math.bits-3 and eval_again.bits-3") != std::string::npos);
+    REQUIRE(results.rows[0].cells[0]);
+    CHECK(results.rows[0].cells[0]->pass1_stderr == Approx(0.02));
+  }
+
+  SECTION("markdown and CSV") {
+    const std::string md = report_markdown(report);
+    CHECK(md.find("# Run toy\n") == 0);
+    CHECK(md.find("15 stage instances: 9 done, 1 skipped, 1 failed, 1 blocked, 2 missing, 1 "
+                  "started") != std::string::npos);
+    CHECK(md.find("| model | bits | math500 | gsm8k | avg |\n|---|---|---:|---:|---:|\n") !=
+          std::string::npos);
+    CHECK(md.find(fmt::format("| RTN W3 + KD | W3G128 | {} | {} | {} |\n", pct(w3_math),
+                              pct(w3_gsm), pct((w3_math + w3_gsm) / 2))) != std::string::npos);
+    CHECK(md.find("| RTN W2 + KD | ? | blocked | missing |  |\n") != std::string::npos);
+    // Stage table: the summary metric columns present in some manifest, in their fixed order.
+    CHECK(md.find("| id | tool | status | seconds | steps | final_loss | nll | pass@1 | "
+                  "mean_relative_error |\n") != std::string::npos);
+    CHECK(md.find("| qat.bits-3 | qat-kd | skipped | 0.1 | 10 | 0.5 | 2.125 |  |  |\n") !=
+          std::string::npos);
+    CHECK(md.find("| qat.bits-2 | qat-kd | failed (3) | 4.0 | 3 | 0.75 |  |  |  |\n") !=
+          std::string::npos);
+    CHECK(md.find("| ptq.bits-3 | ptq | done | 2.3 |  |  |  |  | 0.0123 |\n") != std::string::npos);
+
+    const std::string csv = csv_table(results_table_cells(report.results));
+    CHECK(csv.find("model,bits,math500,gsm8k,avg\n") == 0);
+    CHECK(csv.find(fmt::format("\"Teacher, BF16\",16,{},,\n", pct(teacher_math))) !=
+          std::string::npos);
+
+    write_report_files(report);
+    CHECK(rqat::test::read_bytes(run.dir / "report.md") == md);
+    CHECK(rqat::test::read_bytes(run.dir / "report.csv") == csv);
+    const std::string stages_csv = rqat::test::read_bytes(run.dir / "stages.csv");
+    CHECK(stages_csv.find(
+              "id,tool,status,seconds,steps,final_loss,nll,pass@1,mean_relative_error\n") == 0);
+    CHECK(stages_csv.find("\ntraces,rqat traces,done,0.5,,,,,\n") != std::string::npos);
+    CHECK(stages_csv.find("\ngone,ptq,missing,0.5,,,,,\n") != std::string::npos);
+    // A run in progress: the old record's time and exit code are not shown.
+    CHECK(stages_csv.find("\ngrpo.bits-3,grpo,started,,,,,,\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("markdown and CSV escape what would break a cell") {
+  const std::vector<std::vector<std::string>> cells = {{"a", "b"}, {"x|y", "say \"hi\", twice"}};
+  CHECK(rqat::experiment::markdown_table(cells) ==
+        "| a | b |\n|---|---|\n| x\\|y | say \"hi\", twice |\n");
+  CHECK(rqat::experiment::csv_table(cells) == "a,b\nx|y,\"say \"\"hi\"\", twice\"\n");
+}
+
+TEST_CASE("bad run directories and files give one-line errors naming them") {
+  rqat::test::TempDir tmp("run_report_errors");
+  rqat::test::require_error([&] { collect_run_report(tmp / "absent"); },
+                            {"absent", "not a directory"});
+  rqat::test::require_error([&] { collect_run_report(tmp.path()); }, {"plan.json"});
+
+  FakeRun run(tmp / "run");
+  run.add("eval", "eval-math", eval_argv("/models/m", "math500"));
+  run.write_plan_file();
+  rqat::test::write_bytes(run.dir / "logs" / "eval.json", "{\"seconds\": 1}");
+  rqat::test::require_error([&] { collect_run_report(run.dir); }, {"eval.json", "status"});
+
+  run.log("eval", "done", 1.0);
+  run.manifest("eval", "eval-math", Json::object(), Json::object());
+  rqat::test::write_bytes(run.dir / "eval" / "summary.json", "{\"metrics\": {}}");
+  rqat::test::require_error([&] { collect_run_report(run.dir); }, {"summary.json", "pass@1"});
+}
