@@ -174,6 +174,20 @@ TEST_CASE("a preempted training stage restarts with --resume") {
   CHECK(stage_is_finished(plan, *plan.find("qat.bits-2.objective-kd")));
 }
 
+TEST_CASE("a changed training stage starts over instead of resuming another configuration") {
+  Fixture f;
+  setenv("FAKE_CRASH", "qat.bits-2.objective-kd", 1);
+  CHECK(f.run(f.plan()) == 1);
+  const auto checkpoint = f.dir / "run" / "qat.bits-2.objective-kd" / "checkpoints" / "latest";
+  REQUIRE(std::filesystem::exists(checkpoint));
+  unsetenv("FAKE_CRASH");
+  f.forget_calls();
+  // Another value for the stage's input (ptq reruns), so the checkpoint is of other inputs.
+  CHECK(f.run(f.plan({"note=changed"})) == 0);
+  for (const auto& call : f.recorded()) CHECK(call.back() != "--resume");
+  CHECK_FALSE(std::filesystem::exists(checkpoint));
+}
+
 TEST_CASE("values reach the tool verbatim: nothing in a YAML file runs as a command") {
   Fixture f;
   const std::string hostile = "$(touch " + (f.dir / "pwned").string() + "); `id` 'q' \"d\" ;|&";

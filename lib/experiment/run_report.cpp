@@ -138,7 +138,8 @@ StageReport stage_report(const fs::path& run_dir, const StageInstance& s) {
   const fs::path log_file = run_dir / "logs" / (s.id + ".log");
   const fs::path record_file = run_dir / "logs" / (s.id + ".json");
   if (const auto log = read_log_result(record_file)) {
-    r.status = log->status;
+    // "running": the runner's record while the stage runs (or when the runner died with it).
+    r.status = log->status == "running" ? "started" : log->status;
     r.seconds = log->seconds;
     r.exit_code = log->exit_code;
     std::error_code error;

@@ -114,6 +114,24 @@ void write_record(const ExperimentPlan& plan, const StageInstance& stage, const 
                                                        {"finished_utc", utc_now()}});
 }
 
+// True when the stage's last attempt was interrupted or failed with exactly these arguments and
+// inputs and left a checkpoint: then it continues (--resume) rather than starting over.
+bool resumes_interrupted_attempt(const ExperimentPlan& plan, const StageInstance& stage,
+                                 bool forced) {
+  if (forced || !takes_resume(stage) ||
+      !std::filesystem::exists(stage.out_dir / "checkpoints" / "latest"))
+    return false;
+  try {
+    const auto record = io::read_json_file(stage_record_file(plan, stage));
+    const std::string status = record.value("status", "");
+    return (status == "running" || status == "failed") &&
+           record.at("argv").get<std::vector<std::string>>() == stage.argv &&
+           record.value("inputs", io::Json::object()) == input_stamps(plan, stage);
+  } catch (const std::exception&) {
+    return false;  // no readable record: nothing says the checkpoint belongs to this configuration
+  }
+}
+
 void print_plan(const ExperimentPlan& plan, const std::vector<const StageInstance*>& selected,
                 const RunOptions& options, std::ostream& out) {
   int missing = 0;
@@ -250,11 +268,16 @@ int run_plan(const ExperimentPlan& plan, const RunOptions& options, std::ostream
       }
       std::vector<std::string> args{(options.bin_dir / s.program).string()};
       args.insert(args.end(), s.argv.begin(), s.argv.end());
-      if (takes_resume(s) && std::filesystem::exists(s.out_dir / "checkpoints" / "latest") &&
-          !forced)
+      if (resumes_interrupted_attempt(plan, s, forced)) {
         args.push_back("--resume");
+      } else {
+        // A new configuration (or new inputs) starts over: checkpoints of another run of this
+        // stage must not be continued.
+        std::filesystem::remove_all(s.out_dir / "checkpoints");
+      }
       // A stale manifest must never make a half-rerun stage look finished.
       std::filesystem::remove(s.out_dir / "manifest.json");
+      write_record(plan, s, "running", 0, -1);
       const auto log = stage_log_file(plan, s);
       {
         std::ofstream header(log, std::ios::app);

@@ -30,6 +30,9 @@ bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage);
 std::filesystem::path stage_log_file(const ExperimentPlan& plan, const StageInstance& stage);
 std::filesystem::path stage_record_file(const ExperimentPlan& plan, const StageInstance& stage);
 
+// A training stage (qat-*, grpo) restarts with --resume only when its last attempt was interrupted
+// or failed with the same arguments and inputs; otherwise its old checkpoints are removed first.
+//
 // Runs (or, with dry_run, describes) the plan; returns the process exit code: 0 when every selected
 // stage finished, 1 when one failed, 128+signal when interrupted by SIGINT/SIGTERM.
 int run_plan(const ExperimentPlan& plan, const RunOptions& options, std::ostream& out);
