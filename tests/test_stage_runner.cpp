@@ -118,6 +118,14 @@ TEST_CASE("every instance runs once; a rerun skips them all") {
   CHECK(f.recorded().empty());
   CHECK(output.find("0 ran, 10 skipped") != std::string::npos);
 
+  // A stage whose output was deleted runs again, even without a manifest to compare (the record
+  // alone is not trusted once the output is gone).
+  std::filesystem::remove_all(f.dir / "run" / "eval.bits-2.objective-kd");
+  CHECK_FALSE(stage_is_finished(plan, *plan.find("eval.bits-2.objective-kd")));
+  CHECK(f.run(f.plan(), &output) == 0);
+  CHECK(f.recorded().size() == 1);
+  f.forget_calls();
+
   // A changed value reruns exactly the stages it reaches: ptq at both bits, and everything after.
   f.forget_calls();
   CHECK(f.run(f.plan({"note=changed"})) == 0);

@@ -181,6 +181,11 @@ bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage) {
       args.erase(args.begin());  // the program path: builds move, the configuration does not
       return without_resume(args) == stage.argv;
     }
+    // No manifest: trust the runner's record, as long as what the stage wrote is still there.
+    const auto out = std::find(stage.argv.begin(), stage.argv.end(), "--out");
+    if (out != stage.argv.end() && out + 1 != stage.argv.end() &&
+        !std::filesystem::exists(*(out + 1)))
+      return false;
     return has_record && record.value("status", "") == "done" &&
            record.at("argv").get<std::vector<std::string>>() == stage.argv;
   } catch (const std::exception&) {
