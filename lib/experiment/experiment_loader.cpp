@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -93,9 +94,9 @@ class Resolver {
     for (const auto& [key, value] : point_) {
       if (key != name) continue;
       if (used) used->insert(name);
-      return Value{{value}, false};
+      return Value{{value}, false, std::nullopt};
     }
-    if (auto it = builtins_.find(name); it != builtins_.end()) return Value{{it->second}, false};
+    if (auto it = builtins_.find(name); it != builtins_.end()) return Value{{it->second}, false, std::nullopt};
     auto it = spec_.vars.find(name);
     if (it == spec_.vars.end())
       throw InterpolationError(fmt::format("unknown variable '{}'", name));
