@@ -4,19 +4,18 @@
 // .venv). Runs from its CLI11 callback like `rqat traces` (see traces_flags.h).
 #pragma once
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/runtime_flags.h"
 #include "experiment/run_plots.h"
 #include "experiment/run_report.h"
-#include "io/error.h"
 
 namespace rqat::cli {
 

@@ -96,7 +96,8 @@ class Resolver {
       if (used) used->insert(name);
       return Value{{value}, false, std::nullopt};
     }
-    if (auto it = builtins_.find(name); it != builtins_.end()) return Value{{it->second}, false, std::nullopt};
+    if (auto it = builtins_.find(name); it != builtins_.end())
+      return Value{{it->second}, false, std::nullopt};
     auto it = spec_.vars.find(name);
     if (it == spec_.vars.end())
       throw InterpolationError(fmt::format("unknown variable '{}'", name));
@@ -171,8 +172,7 @@ bool only_allows(Resolver& resolver, const StageSpec& stage, const SweepPoint& p
     for (const auto& [key, value] : point)
       if (key == variable) actual = value, known = true;
     if (!known && spec.vars.count(variable)) {
-      LocatedValue reference{allowed.front().path, YAML::Node("${" + variable + "}")};
-      actual = resolver.text(allowed.front().path, reference.node);
+      actual = resolver.text(allowed.front().path, YAML::Node("${" + variable + "}"));
       known = true;
     }
     if (!known)

@@ -78,8 +78,8 @@ std::vector<std::string> scalar_list(const ExperimentSource& source, const std::
   return items;
 }
 
-Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node,
-                 const std::map<std::string, LocatedValue>& vars) {
+// A swept variable may also have a default in vars; the sweep wins (Resolver looks there first).
+Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node) {
   Sweep sweep;
   check_keys(source, "sweep", node, {"grid", "zip"});
   std::set<std::string> seen;
@@ -110,7 +110,6 @@ Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node,
       }
     }
   }
-  (void)vars;  // a swept variable may also have a default in vars; the sweep wins
   return sweep;
 }
 
@@ -281,8 +280,7 @@ ExperimentSpec read_experiment_spec(const ExperimentSource& source) {
   }
   if (root["vars"] && !root["vars"].IsNull())
     for (auto& [name, value] : named_values(source, "vars", root["vars"])) spec.vars[name] = value;
-  if (root["sweep"] && !root["sweep"].IsNull())
-    spec.sweep = read_sweep(source, root["sweep"], spec.vars);
+  if (root["sweep"] && !root["sweep"].IsNull()) spec.sweep = read_sweep(source, root["sweep"]);
 
   if (const YAML::Node defaults = root["defaults"]; defaults && !defaults.IsNull()) {
     require_map(source, "defaults", defaults);
