@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/rotary.h"
+#include "ops/attention.h"
 #include "ops/rms_norm.h"
 
 namespace rqat::model {
@@ -108,9 +109,7 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx,
     auto probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
     out = at::matmul(probs, v).view({batch, heads_, 1, head_dim_});
   } else {
-    out = at::scaled_dot_product_attention(q, k, v, ctx.mask, /*dropout_p=*/0.0,
-                                           /*is_causal=*/false, /*scale=*/std::nullopt,
-                                           /*enable_gqa=*/kv_heads_ != heads_);
+    out = ops::attention(q, k, v, ctx.mask);
   }
   out = out.transpose(1, 2).reshape({batch, steps, heads_ * head_dim_});
   return o_proj->forward(out);

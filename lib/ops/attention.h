@@ -1,0 +1,49 @@
+// Multi-query-row attention over a boolean mask, the sequence (prefill and training) path of the
+// decoder: out = softmax(q k^T * scale, masked) v with grouped-query heads.
+//
+// On the CPU in float32 with small heads (see below) it runs the fused kernels of
+// ops/attention_kernel.h (one pass per query row over its allowed keys, no scores tensor, the
+// backward recomputing the probabilities from the saved log-sum-exp). ATen's flash attention for
+// the CPU does poorly with the small heads of the models QAT is tried on first (stories260K has
+// head_dim 8): bench/bench_attention prints both. Everything else goes to
+// at::scaled_dot_product_attention.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+
+namespace rqat::ops {
+
+// When attention() takes the fused kernels (measured by bench/bench_attention against SDPA, fwd+bwd):
+// heads up to kFusedAttentionSmallDim always (about 2x faster at head_dim 8, 1 and 2 threads);
+// heads up to kFusedAttentionMaxDim with one thread (1.2x-1.4x at head_dim 32 to 128). With more
+// threads and larger heads SDPA wins: it splits the work over blocks of queries, the fused kernels
+// only over (batch row, key/value head) pairs.
+inline constexpr int64_t kFusedAttentionSmallDim = 16;
+inline constexpr int64_t kFusedAttentionMaxDim = 128;
+
+// q: (B, heads, T, D); k, v: (B, kv_heads, S, D), heads a multiple of kv_heads (query head h uses
+// key/value head h / (heads / kv_heads), as in Hugging Face); mask: bool, (B or 1, 1, T, S), true
+// where a query may see a key, or undefined for no mask. scale defaults to 1/sqrt(D). Returns
+// (B, heads, T, D). A query row that may see no key gives zeros (ATen's math path gives NaN);
+// rqat's masks always let a query see itself. Differentiable in q, k and v.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& mask);
+
+// Whether attention() takes the fused CPU kernels for these operands.
+bool fused_attention_supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const at::Tensor& mask);
+
+// The fused kernels themselves, whatever the head size (tests and the benchmark call them
+// directly); the operands must satisfy fused_attention_supported but for the head size limit.
+at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& mask);
+
+// The same maths as ATen composites (repeat the key/value heads, matmul, masked softmax in float32,
+// matmul), any dtype and device: the reference the fused kernels are tested against. A query row
+// with no allowed key gives zeros here too.
+at::Tensor attention_ref(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const at::Tensor& mask);
+
+}  // namespace rqat::ops

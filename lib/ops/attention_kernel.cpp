@@ -1,0 +1,484 @@
+// See attention_kernel.h. Scores (and, in the backward, dout . v) run over keys, 16 lanes at a
+// time, with the key and value blocks stored transposed (dim, keys): a score vector is `dim`
+// multiply-adds of a broadcast query element with 16 keys, which keeps every lane busy for any head
+// size (a loop over the head dimension would leave most of a vector idle at head_dim 8). Sums over
+// keys weighted by probabilities (out, dq) keep a row of the head in registers when the head is a
+// multiple of 16, and fall back to dot products with the transposed block otherwise. Every loop
+// keeps several independent chains of multiply-adds, so it runs at the rate of the units rather
+// than at one per latency. The lane type is a GCC/Clang vector extension; on x86-64 each task
+// function is compiled three times (AVX-512, AVX2+FMA and the baseline) and the loader picks the
+// one the CPU runs, so the library itself keeps the baseline target.
+#include "ops/attention_kernel.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RQAT_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RQAT_CPU_CLONES
+#endif
+#define RQAT_INLINE inline __attribute__((always_inline))
+// The 64-byte lane type only ever lives in registers of always-inlined helpers, so the calling
+// convention GCC warns about (returning it without AVX-512) never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace rqat::ops {
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+using Floats8 = float __attribute__((vector_size(8 * sizeof(float))));
+using Floats4 = float __attribute__((vector_size(4 * sizeof(float))));
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+RQAT_INLINE Floats load(const float* p) {
+  Floats v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+RQAT_INLINE void store(float* p, Floats v) {
+  std::memcpy(p, &v, sizeof v);
+}
+RQAT_INLINE Floats splat(float x) {
+  return Floats{} + x;
+}
+RQAT_INLINE float lane_sum(Floats v) {
+  const Floats8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                    __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const Floats4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+RQAT_INLINE float lane_max(Floats v) {
+  float m = v[0];
+  for (int64_t i = 1; i < kLanes; ++i) m = std::max(m, v[i]);
+  return m;
+}
+
+// exp(x) for x <= 0 (scores minus their maximum or their log-sum-exp), within 2 ulp: x = n ln2 + r
+// with |r| <= ln2/2, a degree-6 polynomial for exp(r) (the Cephes expf coefficients) and 2^n built
+// in the exponent bits. Below -87.3 the result is clamped to exp(-87.3) ~ 1e-38, which callers that
+// need an exact zero (masked keys) select away.
+RQAT_INLINE Floats exp_nonpositive(Floats x) {
+  x = x < splat(-87.3f) ? splat(-87.3f) : x;
+  // Adding 1.5 * 2^23 rounds x / ln2 to the nearest integer in the low mantissa bits.
+  constexpr float kRoundShift = 12582912.0f;
+  const Floats n = (x * 1.44269504088896341f + kRoundShift) - kRoundShift;
+  Floats r = x - n * 0.693359375f;  // ln2 split in two so that n * ln2 is exact enough
+  r = r - n * -2.12194440e-4f;
+  Floats poly = splat(1.9875691500e-4f);
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  const Floats y = poly * r * r + r + 1.0f;
+  const Ints exponent = (__builtin_convertvector(n, Ints) + 127) << 23;
+  Floats scale;
+  std::memcpy(&scale, &exponent, sizeof scale);
+  return y * scale;
+}
+
+constexpr int64_t round_up_lanes(int64_t n) {
+  return (n + kLanes - 1) / kLanes * kLanes;
+}
+
+// The keys one query row may see: all lie in [lo, hi); dense when every key of that span is
+// allowed (then the mask bytes are not read again).
+struct RowKeys {
+  int64_t lo = 0, hi = 0;
+  bool dense = true;
+};
+
+std::vector<RowKeys> row_keys(const AttentionProblem& p) {
+  const int64_t rows = p.mask ? p.mask_batch * p.queries : 1;
+  std::vector<RowKeys> out(static_cast<size_t>(rows));
+  if (!p.mask) {
+    out[0] = RowKeys{0, p.keys, true};
+    return out;
+  }
+  at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const uint8_t* allowed = p.mask + r * p.keys;
+      int64_t lo = -1, hi = 0, count = 0;
+      for (int64_t j = 0; j < p.keys; ++j) {
+        if (!allowed[j]) continue;
+        if (lo < 0) lo = j;
+        hi = j + 1;
+        ++count;
+      }
+      out[r] = lo < 0 ? RowKeys{0, 0, true} : RowKeys{lo, hi, count == hi - lo};
+    }
+  });
+  return out;
+}
+
+// Query rows whose contributions to the key and value gradients are added in one pass.
+constexpr int64_t kRowsTogether = 4;
+
+// Keys per block: the transposed key and value blocks (and their gradients in the backward) stay
+// within a few hundred KiB, the size of a core's L2.
+int64_t keys_per_block(int64_t dim) {
+  return std::clamp<int64_t>((16384 / dim) / kLanes * kLanes, 64, 2048);
+}
+
+// Scratch buffers of a task, carved from one per-thread allocation that is kept from call to call:
+// allocating them per task costs an mmap, page faults and an munmap each time (they exceed
+// malloc's mmap threshold), which also serializes threads in the kernel.
+class Workspace {
+ public:
+  Workspace(std::initializer_list<int64_t> sizes) {
+    thread_local std::vector<float> buffer;
+    int64_t total = 0;
+    for (int64_t n : sizes) total += round_up_lanes(n);  // every piece starts 64-byte aligned
+    if (static_cast<int64_t>(buffer.size()) < total) buffer.resize(total);
+    float* next = buffer.data();
+    for (int64_t n : sizes) {
+      pieces_.push_back(next);
+      next += round_up_lanes(n);
+    }
+  }
+  float* operator[](size_t i) const { return pieces_[i]; }
+
+ private:
+  std::vector<float*> pieces_;
+};
+
+// The operands of one task: batch row b, key/value head h; queries of its `group` heads.
+struct Task {
+  const AttentionProblem* p;
+  const RowKeys* rows;        // per query (or one entry for all, without a mask)
+  const uint8_t* mask;        // (queries, keys) of this batch row, or nullptr
+  int64_t group, block;       // query heads per key/value head; keys per block
+  const RowKeys& keys_of(int64_t i) const { return mask ? rows[i] : rows[0]; }
+  // Floats per row of a transposed block: no longer than the keys need, and never a multiple of
+  // 4 KiB, so that the head-dimension rows of a block do not all fall into the same L1 sets.
+  int64_t width() const {
+    int64_t w = round_up_lanes(std::min(block, p->keys));
+    if (w * static_cast<int64_t>(sizeof(float)) % 4096 == 0) w += kLanes;
+    return w;
+  }
+};
+
+// Copies keys [first, first + n) of a (keys, dim) matrix into a (dim, width) one, zero beyond n.
+void transpose_block(const float* src, int64_t first, int64_t n, int64_t dim, int64_t width,
+                     float* dst) {
+  std::fill(dst, dst + dim * width, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* row = src + (first + j) * dim;
+    for (int64_t d = 0; d < dim; ++d) dst[d * width + j] = row[d];
+  }
+}
+
+// The part of block [first, first + n) a query row visits: lanes [begin, end) of the block (whole
+// vectors), and within them the allowed keys [lo, hi) (block-relative).
+struct Span {
+  int64_t begin, end, lo, hi;
+};
+RQAT_INLINE bool span_of(const RowKeys& keys, int64_t first, int64_t n, Span& span) {
+  const int64_t lo = std::max(keys.lo, first) - first, hi = std::min(keys.hi, first + n) - first;
+  if (lo >= hi) return false;
+  span = Span{lo / kLanes * kLanes, round_up_lanes(hi), lo, hi};
+  return true;
+}
+
+// result[j] = sum_d x[d] * mt[d, j] for the lanes [begin, end) (whole vectors) of a (dim, width)
+// matrix. Four vectors of keys at a time: each has its own chain of multiply-adds, so the loop
+// runs at the rate of the multiply-add units rather than at one per multiply-add latency.
+RQAT_INLINE void columns_dot(const float* x, const float* mt, int64_t dim, int64_t width,
+                             int64_t begin, int64_t end, float* result) {
+  int64_t j = begin;
+  for (; j + 4 * kLanes <= end; j += 4 * kLanes) {
+    Floats a0{}, a1{}, a2{}, a3{};
+    for (int64_t d = 0; d < dim; ++d) {
+      const float* row = mt + d * width + j;
+      a0 += x[d] * load(row);
+      a1 += x[d] * load(row + kLanes);
+      a2 += x[d] * load(row + 2 * kLanes);
+      a3 += x[d] * load(row + 3 * kLanes);
+    }
+    store(result + j, a0);
+    store(result + j + kLanes, a1);
+    store(result + j + 2 * kLanes, a2);
+    store(result + j + 3 * kLanes, a3);
+  }
+  for (; j < end; j += kLanes) {
+    Floats a0{}, a1{};  // the dimension split over two chains
+    int64_t d = 0;
+    for (; d + 1 < dim; d += 2) {
+      a0 += x[d] * load(mt + d * width + j);
+      a1 += x[d + 1] * load(mt + (d + 1) * width + j);
+    }
+    if (d < dim) a0 += x[d] * load(mt + d * width + j);
+    store(result + j, a0 + a1);
+  }
+}
+
+// out[d] += sum_j weights[j] * rows[j, d] over keys [lo, hi) of a (keys, dim) row-major block, for
+// dim = 16 * kChunks: a row of the output lives in kChunks registers and two keys are taken at a
+// time (two independent chains per register). No horizontal sums, unlike the transposed form.
+template <int kChunks>
+RQAT_INLINE void rows_weighted_sum(const float* weights, const float* rows, int64_t lo,
+                                   int64_t hi, float* out) {
+  constexpr int64_t dim = kChunks * kLanes;
+  Floats a[kChunks]{}, b[kChunks]{};
+  int64_t j = lo;
+  for (; j + 1 < hi; j += 2) {
+    const float wa = weights[j], wb = weights[j + 1];
+    for (int c = 0; c < kChunks; ++c) {
+      a[c] += wa * load(rows + j * dim + c * kLanes);
+      b[c] += wb * load(rows + (j + 1) * dim + c * kLanes);
+    }
+  }
+  if (j < hi) {
+    for (int c = 0; c < kChunks; ++c) a[c] += weights[j] * load(rows + j * dim + c * kLanes);
+  }
+  for (int c = 0; c < kChunks; ++c) store(out + c * kLanes, load(out + c * kLanes) + a[c] + b[c]);
+}
+
+// out[d] += sum_j weights[j] * rows[j, d] for keys [lo, hi): the register form above when the head
+// size is a multiple of 16 (up to 128), else dot products with the transposed block mt (dim,
+// width) over whole vectors [begin, end), the weights being zero outside [lo, hi).
+RQAT_INLINE void weighted_sum(const float* weights, const float* rows, const float* mt,
+                              int64_t dim, int64_t width, const Span& span, float* out) {
+  switch (dim) {
+    case 16: return rows_weighted_sum<1>(weights, rows, span.lo, span.hi, out);
+    case 32: return rows_weighted_sum<2>(weights, rows, span.lo, span.hi, out);
+    case 48: return rows_weighted_sum<3>(weights, rows, span.lo, span.hi, out);
+    case 64: return rows_weighted_sum<4>(weights, rows, span.lo, span.hi, out);
+    case 80: return rows_weighted_sum<5>(weights, rows, span.lo, span.hi, out);
+    case 96: return rows_weighted_sum<6>(weights, rows, span.lo, span.hi, out);
+    case 112: return rows_weighted_sum<7>(weights, rows, span.lo, span.hi, out);
+    case 128: return rows_weighted_sum<8>(weights, rows, span.lo, span.hi, out);
+    default: break;
+  }
+  for (int64_t d = 0; d < dim; ++d) {
+    const float* row = mt + d * width;
+    Floats a0{}, a1{};
+    int64_t j = span.begin;
+    for (; j + 2 * kLanes <= span.end; j += 2 * kLanes) {
+      a0 += load(weights + j) * load(row + j);
+      a1 += load(weights + j + kLanes) * load(row + j + kLanes);
+    }
+    if (j < span.end) a0 += load(weights + j) * load(row + j);
+    out[d] += lane_sum(a0 + a1);
+  }
+}
+
+// scores[j] = sum_d query[d] * kt[d, j] over the span's lanes; keys outside [lo, hi) or masked off
+// become -inf.
+RQAT_INLINE void row_scores(const float* query, const float* kt, int64_t dim, int64_t width,
+                            const Span& span, const uint8_t* mask_row, float* scores) {
+  columns_dot(query, kt, dim, width, span.begin, span.end, scores);
+  for (int64_t j = span.begin; j < span.lo; ++j) scores[j] = -kInf;
+  for (int64_t j = span.hi; j < span.end; ++j) scores[j] = -kInf;
+  if (mask_row) {
+    for (int64_t j = span.lo; j < span.hi; ++j)
+      if (!mask_row[j]) scores[j] = -kInf;
+  }
+}
+
+RQAT_CPU_CLONES
+void forward_task(const Task& t, const float* q, const float* k, const float* v, float* out,
+                  float* lse) {
+  const AttentionProblem& p = *t.p;
+  const int64_t dim = p.dim, queries = p.queries, rows = t.group * queries;
+  const int64_t width = t.width();
+  Workspace w({dim * width, dim * width, width, dim, rows, rows});
+  float *kt = w[0], *vt = w[1], *scores = w[2], *query = w[3], *running_max = w[4],
+        *running_sum = w[5];
+  std::fill(running_max, running_max + rows, -kInf);
+  std::fill(running_sum, running_sum + rows, 0.0f);
+  std::fill(out, out + rows * dim, 0.0f);
+  for (int64_t first = 0; first < p.keys; first += t.block) {
+    const int64_t n = std::min(t.block, p.keys - first);
+    transpose_block(k, first, n, dim, width, kt);
+    transpose_block(v, first, n, dim, width, vt);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = r % queries;
+      const RowKeys& keys = t.keys_of(i);
+      Span span;
+      if (!span_of(keys, first, n, span)) continue;
+      for (int64_t d = 0; d < dim; ++d) query[d] = q[r * dim + d] * p.scale;
+      const uint8_t* mask_row = keys.dense ? nullptr : t.mask + i * p.keys + first;
+      row_scores(query, kt, dim, width, span, mask_row, scores);
+      Floats block_max = splat(-kInf);
+      for (int64_t j = span.begin; j < span.end; j += kLanes) {
+        const Floats s = load(scores + j);
+        block_max = s > block_max ? s : block_max;
+      }
+      const float new_max = std::max(running_max[r], lane_max(block_max));
+      if (new_max == -kInf) continue;  // every key of this block masked off
+      // Online softmax: what was summed under the old maximum is rescaled to the new one.
+      const float rescale = std::exp(running_max[r] - new_max);
+      Floats total{};
+      for (int64_t j = span.begin; j < span.end; j += kLanes) {
+        const Floats s = load(scores + j);
+        const Floats e = exp_nonpositive(s - new_max);
+        const Floats prob = s > splat(-kInf) ? e : Floats{};
+        store(scores + j, prob);
+        total += prob;
+      }
+      running_sum[r] = running_sum[r] * rescale + lane_sum(total);
+      running_max[r] = new_max;
+      float* out_row = out + r * dim;
+      for (int64_t d = 0; d < dim; ++d) out_row[d] *= rescale;
+      weighted_sum(scores, v + first * dim, vt, dim, width, span, out_row);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (running_sum[r] > 0.0f) {
+      const float inverse = 1.0f / running_sum[r];
+      for (int64_t d = 0; d < dim; ++d) out[r * dim + d] *= inverse;
+      lse[r] = running_max[r] + std::log(running_sum[r]);
+    } else {
+      lse[r] = kInf;  // no key: output zero, probabilities exp(s - inf) = 0 in the backward
+    }
+  }
+}
+
+RQAT_CPU_CLONES
+void backward_task(const Task& t, const float* q, const float* k, const float* v, const float* out,
+                   const float* lse, const float* dout, float* dq, float* dk, float* dv) {
+  const AttentionProblem& p = *t.p;
+  const int64_t dim = p.dim, queries = p.queries, rows = t.group * queries;
+  const int64_t width = t.width();
+  Workspace w({dim * width, dim * width, dim * width, dim * width, kRowsTogether * width,
+               kRowsTogether * width, kRowsTogether * dim, kRowsTogether * dim, rows});
+  float *kt = w[0], *vt = w[1], *dkt = w[2], *dvt = w[3], *probs = w[4], *dscores = w[5],
+        *queries_scaled = w[6], *douts = w[7], *delta = w[8];
+  // delta_r = sum_d dout * out = sum_j p_j dp_j, the softmax's correction term.
+  for (int64_t r = 0; r < rows; ++r) {
+    float s = 0.0f;
+    for (int64_t d = 0; d < dim; ++d) s += dout[r * dim + d] * out[r * dim + d];
+    delta[r] = s;
+  }
+  std::fill(dq, dq + rows * dim, 0.0f);
+  for (int64_t first = 0; first < p.keys; first += t.block) {
+    const int64_t n = std::min(t.block, p.keys - first);
+    transpose_block(k, first, n, dim, width, kt);
+    transpose_block(v, first, n, dim, width, vt);
+    std::fill(dkt, dkt + dim * width, 0.0f);
+    std::fill(dvt, dvt + dim * width, 0.0f);
+    // Rows four at a time: each visits the union of their spans (a row's keys outside its own
+    // span get probability 0), so that the key and value gradients of a vector of keys are loaded
+    // and stored once for four rows' contributions.
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowsTogether) {
+      int64_t begin = width, end = 0;
+      Span spans[kRowsTogether];
+      bool active[kRowsTogether];
+      for (int64_t x = 0; x < kRowsTogether; ++x) {
+        const int64_t r = r0 + x;
+        active[x] = r < rows && lse[r] != kInf &&
+                    span_of(t.keys_of(r % queries), first, n, spans[x]);
+        if (!active[x]) continue;
+        begin = std::min(begin, spans[x].begin);
+        end = std::max(end, spans[x].end);
+      }
+      if (begin >= end) continue;
+      for (int64_t x = 0; x < kRowsTogether; ++x) {
+        float* prob = probs + x * width;
+        float* ds = dscores + x * width;
+        float* query = queries_scaled + x * dim;
+        const int64_t r = r0 + x;
+        if (!active[x]) {  // contributes nothing: zero probabilities, zero query
+          std::fill(prob + begin, prob + end, 0.0f);
+          std::fill(ds + begin, ds + end, 0.0f);
+          std::fill(query, query + dim, 0.0f);
+          std::fill(douts + x * dim, douts + (x + 1) * dim, 0.0f);
+          continue;
+        }
+        const int64_t i = r % queries;
+        const RowKeys& keys = t.keys_of(i);
+        const Span span{begin, end, spans[x].lo, spans[x].hi};
+        for (int64_t d = 0; d < dim; ++d) query[d] = q[r * dim + d] * p.scale;
+        std::copy(dout + r * dim, dout + (r + 1) * dim, douts + x * dim);
+        const uint8_t* mask_row = keys.dense ? nullptr : t.mask + i * p.keys + first;
+        row_scores(query, kt, dim, width, span, mask_row, prob);
+        // prob = exp(s - lse); dprob = dout . v_j; ds = prob * (dprob - delta)
+        columns_dot(dout + r * dim, vt, dim, width, begin, end, ds);
+        for (int64_t j = begin; j < end; j += kLanes) {
+          const Floats s = load(prob + j);
+          const Floats e = exp_nonpositive(s - lse[r]);
+          const Floats pr = s > splat(-kInf) ? e : Floats{};
+          store(prob + j, pr);
+          store(ds + j, pr * (load(ds + j) - delta[r]));
+        }
+        weighted_sum(ds, k + first * dim, kt, dim, width, span, dq + r * dim);
+      }
+      const float* p0 = probs;
+      const float* s0 = dscores;
+      for (int64_t d = 0; d < dim; ++d) {
+        float* dkt_row = dkt + d * width;
+        float* dvt_row = dvt + d * width;
+        const float q0 = queries_scaled[d], q1 = queries_scaled[dim + d],
+                    q2 = queries_scaled[2 * dim + d], q3 = queries_scaled[3 * dim + d];
+        const float o0 = douts[d], o1 = douts[dim + d], o2 = douts[2 * dim + d],
+                    o3 = douts[3 * dim + d];
+        for (int64_t j = begin; j < end; j += kLanes) {
+          store(dkt_row + j, load(dkt_row + j) + load(s0 + j) * q0 + load(s0 + width + j) * q1 +
+                                 load(s0 + 2 * width + j) * q2 + load(s0 + 3 * width + j) * q3);
+          store(dvt_row + j, load(dvt_row + j) + load(p0 + j) * o0 + load(p0 + width + j) * o1 +
+                                 load(p0 + 2 * width + j) * o2 + load(p0 + 3 * width + j) * o3);
+        }
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t d = 0; d < dim; ++d) {
+        dk[(first + j) * dim + d] = dkt[d * width + j];
+        dv[(first + j) * dim + d] = dvt[d * width + j];
+      }
+    }
+  }
+  for (int64_t e = 0; e < rows * dim; ++e) dq[e] *= p.scale;
+}
+
+// Runs one task per (batch row, key/value head), in parallel.
+template <typename Body>
+void for_each_task(const AttentionProblem& p, const Body& body) {
+  const auto keys = row_keys(p);
+  const int64_t group = p.heads / p.kv_heads, tasks = p.batch * p.kv_heads;
+  at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / p.kv_heads, h = task % p.kv_heads;
+      const int64_t mask_b = p.mask_batch == 1 ? 0 : b;
+      Task t{&p, keys.data() + (p.mask ? mask_b * p.queries : 0),
+             p.mask ? p.mask + mask_b * p.queries * p.keys : nullptr, group,
+             keys_per_block(p.dim)};
+      // Offsets of the task's query heads (contiguous: h * group .. h * group + group - 1) and of
+      // its key/value head.
+      const int64_t query_offset = (b * p.heads + h * group) * p.queries * p.dim;
+      const int64_t row_offset = (b * p.heads + h * group) * p.queries;
+      const int64_t key_offset = (b * p.kv_heads + h) * p.keys * p.dim;
+      body(t, query_offset, row_offset, key_offset);
+    }
+  });
+}
+
+}  // namespace
+
+void attention_forward_cpu(const AttentionProblem& p, const float* q, const float* k,
+                           const float* v, float* out, float* lse) {
+  for_each_task(p, [&](const Task& t, int64_t qo, int64_t ro, int64_t ko) {
+    forward_task(t, q + qo, k + ko, v + ko, out + qo, lse + ro);
+  });
+}
+
+void attention_backward_cpu(const AttentionProblem& p, const float* q, const float* k,
+                            const float* v, const float* out, const float* lse, const float* dout,
+                            float* dq, float* dk, float* dv) {
+  for_each_task(p, [&](const Task& t, int64_t qo, int64_t ro, int64_t ko) {
+    backward_task(t, q + qo, k + ko, v + ko, out + qo, lse + ro, dout + qo, dq + qo, dk + ko,
+                  dv + ko);
+  });
+}
+
+}  // namespace rqat::ops
