@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
+#include <limits>
 #include <vector>
 
 #include "ops/attention.h"
@@ -138,20 +139,19 @@ TEST_CASE("attention dispatches by dtype, device and head size, and rejects bad 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
   const auto q = at::randn({1, 2, 5, 8}, gen), k = at::randn({1, 1, 5, 8}, gen);
   const auto mask = at::ones({1, 1, 5, 5}, at::kBool).tril();
+  const int threads = at::get_num_threads();  // restored below
+  at::set_num_threads(1);
   CHECK(rqat::ops::fused_attention_supported(q, k, k, mask));
   CHECK_FALSE(rqat::ops::fused_attention_supported(q.to(at::kDouble), k.to(at::kDouble),
                                                    k.to(at::kDouble), mask));
   CHECK_FALSE(rqat::ops::fused_attention_supported(q, k, k, mask.to(at::kFloat)));
-  const auto big_q = at::randn({1, 2, 5, 256}, gen), big_k = at::randn({1, 1, 5, 256}, gen);
+  const auto big_q = at::randn({1, 2, 5, 128}, gen), big_k = at::randn({1, 1, 5, 128}, gen);
   CHECK_FALSE(rqat::ops::fused_attention_supported(big_q, big_k, big_k, mask));
-  // Mid-sized heads: fused with one thread only.
-  const auto mid_q = at::randn({1, 2, 5, 64}, gen), mid_k = at::randn({1, 1, 5, 64}, gen);
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  CHECK(rqat::ops::fused_attention_supported(mid_q, mid_k, mid_k, mask));
+  // At least one (batch row, key/value head) task per thread: one task here.
   at::set_num_threads(2);
-  CHECK_FALSE(rqat::ops::fused_attention_supported(mid_q, mid_k, mid_k, mask));
-  CHECK(rqat::ops::fused_attention_supported(q, k, k, mask));
+  CHECK_FALSE(rqat::ops::fused_attention_supported(q, k, k, mask));
+  const auto two_q = at::randn({2, 2, 5, 64}, gen), two_k = at::randn({2, 1, 5, 64}, gen);
+  CHECK(rqat::ops::fused_attention_supported(two_q, two_k, two_k, mask));
   at::set_num_threads(threads);
   // Both routes of attention() compute the reference.
   for (const auto& [qq, kk] : {std::pair{q, k}, std::pair{big_q, big_k}}) {
@@ -165,4 +165,25 @@ TEST_CASE("attention dispatches by dtype, device and head size, and rejects bad 
   rqat::test::require_error(
       [&] { rqat::ops::attention(q, k, k, at::ones({1, 1, 5, 4}, at::kBool)); },
       {"attention", "mask must be"});
+}
+
+TEST_CASE("fused attention: NaN in a key reaches the output and the gradients, as in ATen") {
+  // A NaN score must not be taken for a masked key: the trainer's NaN check relies on it.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  auto q = at::randn({1, 2, 6, 8}, gen).requires_grad_();
+  auto k = at::randn({1, 1, 6, 8}, gen);
+  k[0][0][1][3] = std::numeric_limits<float>::quiet_NaN();
+  k.requires_grad_();
+  auto v = at::randn({1, 1, 6, 8}, gen).requires_grad_();
+  const auto mask = at::ones({6, 6}, at::kBool).tril().view({1, 1, 6, 6});
+  auto out = rqat::ops::fused_attention(q, k, v, mask);
+  // Query 0 does not see key 1; every later query does.
+  CHECK(at::isfinite(out.select(2, 0)).all().item<bool>());
+  CHECK(at::isnan(out.narrow(2, 1, 5)).all().item<bool>());
+  out.sum().backward();
+  CHECK(at::isnan(q.grad()).any().item<bool>());
+  // Every key a query sees is NaN: still NaN, not the zeros of a fully masked row.
+  auto all_nan = at::full({1, 1, 6, 8}, std::numeric_limits<float>::quiet_NaN());
+  CHECK(at::isnan(rqat::ops::fused_attention(q.detach(), all_nan, v.detach(), mask)).all()
+            .item<bool>());
 }

@@ -88,9 +88,7 @@ bool fused_attention_supported(const at::Tensor& q, const at::Tensor& k, const a
     if (!t->is_cpu() || t->scalar_type() != at::kFloat || t->dim() != 4) return false;
   }
   if (mask.defined() && (!mask.is_cpu() || mask.scalar_type() != at::kBool)) return false;
-  const int64_t dim = q.size(3);
-  return dim <= kFusedAttentionSmallDim ||
-         (dim <= kFusedAttentionMaxDim && at::get_num_threads() == 1);
+  return q.size(3) <= kFusedAttentionMaxDim && q.size(0) * k.size(1) >= at::get_num_threads();
 }
 
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -15,13 +15,13 @@
 
 namespace rqat::ops {
 
-// When attention() takes the fused kernels (measured by bench/bench_attention against SDPA, fwd+bwd):
-// heads up to kFusedAttentionSmallDim always (about 2x faster at head_dim 8, 1 and 2 threads);
-// heads up to kFusedAttentionMaxDim with one thread (1.2x-1.4x at head_dim 32 to 128). With more
-// threads and larger heads SDPA wins: it splits the work over blocks of queries, the fused kernels
-// only over (batch row, key/value head) pairs.
-inline constexpr int64_t kFusedAttentionSmallDim = 16;
-inline constexpr int64_t kFusedAttentionMaxDim = 128;
+// When attention() takes the fused kernels, from bench/bench_attention (forward + backward against
+// SDPA, 1 and 2 threads): heads up to kFusedAttentionMaxDim (2.4x-3.3x faster at 8, 1.2x-1.4x at 32,
+// 1.0x-1.3x at 64; at 128 SDPA's block GEMMs are as fast or faster), and at least one task per
+// thread: the fused kernels split the work over (batch row, key/value head) pairs only, SDPA also
+// over blocks of queries, so a batch of one with two key/value heads on a 16-thread machine goes to
+// SDPA.
+inline constexpr int64_t kFusedAttentionMaxDim = 64;
 
 // q: (B, heads, T, D); k, v: (B, kv_heads, S, D), heads a multiple of kv_heads (query head h uses
 // key/value head h / (heads / kv_heads), as in Hugging Face); mask: bool, (B or 1, 1, T, S), true

@@ -311,11 +311,18 @@ void forward_task(const Task& t, const float* q, const float* k, const float* v,
       const uint8_t* mask_row = keys.dense ? nullptr : t.mask + i * p.keys + first;
       row_scores(query, kt, dim, width, span, mask_row, scores);
       Floats block_max = splat(-kInf);
+      Ints nan_lanes{};
       for (int64_t j = span.begin; j < span.end; j += kLanes) {
         const Floats s = load(scores + j);
         block_max = s > block_max ? s : block_max;
+        nan_lanes |= s != s;
       }
-      const float new_max = std::max(running_max[r], lane_max(block_max));
+      // A NaN score (NaN or infinite inputs) makes the row NaN, as in ATen, rather than being
+      // taken for a masked key: the trainer's NaN check relies on it.
+      bool nan_seen = false;
+      for (int64_t l = 0; l < kLanes; ++l) nan_seen |= nan_lanes[l] != 0;
+      const float new_max = nan_seen ? std::numeric_limits<float>::quiet_NaN()
+                                     : std::max(running_max[r], lane_max(block_max));
       if (new_max == -kInf) continue;  // every key of this block masked off
       // Online softmax: what was summed under the old maximum is rescaled to the new one.
       const float rescale = std::exp(running_max[r] - new_max);
@@ -323,7 +330,7 @@ void forward_task(const Task& t, const float* q, const float* k, const float* v,
       for (int64_t j = span.begin; j < span.end; j += kLanes) {
         const Floats s = load(scores + j);
         const Floats e = exp_nonpositive(s - new_max);
-        const Floats prob = s > splat(-kInf) ? e : Floats{};
+        const Floats prob = s == splat(-kInf) ? Floats{} : e;  // NaN stays NaN
         store(scores + j, prob);
         total += prob;
       }
@@ -408,7 +415,7 @@ void backward_task(const Task& t, const float* q, const float* k, const float* v
         for (int64_t j = begin; j < end; j += kLanes) {
           const Floats s = load(prob + j);
           const Floats e = exp_nonpositive(s - lse[r]);
-          const Floats pr = s > splat(-kInf) ? e : Floats{};
+          const Floats pr = s == splat(-kInf) ? Floats{} : e;
           store(prob + j, pr);
           store(ds + j, pr * (load(ds + j) - delta[r]));
         }
