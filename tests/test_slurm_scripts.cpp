@@ -70,19 +70,24 @@ SlurmOptions options_in(const TempDir& dir) {
   return {dir / "slurm", dir / "bin", dir.path()};
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::string line;
+// The parts of text between separators; a last part without a separator after it counts too.
+std::vector<std::string> split_at(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::string part;
   for (char c : text) {
-    if (c == '\n') {
-      lines.push_back(line);
-      line.clear();
+    if (c == separator) {
+      parts.push_back(part);
+      part.clear();
     } else {
-      line += c;
+      part += c;
     }
   }
-  if (!line.empty()) lines.push_back(line);
-  return lines;
+  if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  return split_at(text, '\n');
 }
 
 std::vector<std::string> sbatch_lines(const std::string& text) {
@@ -195,18 +200,8 @@ void write_fake_tools(const fs::path& bin_dir, const std::vector<std::string>& p
 }
 
 std::vector<std::string> split_nul(const std::string& bytes) {
-  std::vector<std::string> parts;
-  std::string part;
-  for (char c : bytes) {
-    if (c == '\0') {
-      parts.push_back(part);
-      part.clear();
-    } else {
-      part += c;
-    }
-  }
-  REQUIRE(part.empty());  // every part is NUL-terminated
-  return parts;
+  REQUIRE((bytes.empty() || bytes.back() == '\0'));  // every part is NUL-terminated
+  return split_at(bytes, '\0');
 }
 
 // Runs `bash SCRIPT` from `dir` with extra environment assignments; returns the exit status.

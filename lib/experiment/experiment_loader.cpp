@@ -137,24 +137,14 @@ void apply_resources(const ExperimentSource& source, Resolver& resolver, const N
                        fmt::format("expected a non-negative integer, got '{}'", text));
       return std::stoi(text);
     };
-    if (key == "nodes")
-      r.nodes = as_int();
-    else if (key == "gpus")
-      r.gpus = as_int();
-    else if (key == "cpus")
-      r.cpus = as_int();
-    else if (key == "time")
-      r.time = text;
-    else if (key == "mem")
-      r.mem = text;
-    else if (key == "partition")
-      r.partition = text;
-    else if (key == "account")
-      r.account = text;
-    else if (key == "constraint")
-      r.constraint = text;
-    else if (key == "qos")
-      r.qos = text;
+    const auto& fields = slurm_resource_fields();
+    const auto field = std::find_if(fields.begin(), fields.end(),
+                                    [&](const ResourceField& f) { return key == f.name; });
+    if (field == fields.end()) continue;  // the spec reader rejected unknown keys already
+    if (field->number)
+      r.*field->number = as_int();
+    else
+      r.*field->text = text;
   }
 }
 

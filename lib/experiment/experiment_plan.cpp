@@ -17,6 +17,21 @@ const StageInstance* ExperimentPlan::find(const std::string& id) const {
   return nullptr;
 }
 
+std::string ResourceField::value_text(const SlurmResources& r) const {
+  return number ? std::to_string(r.*number) : r.*text;
+}
+
+const std::vector<ResourceField>& slurm_resource_fields() {
+  static const std::vector<ResourceField> fields = {
+      {"nodes", &SlurmResources::nodes},          {"gpus", &SlurmResources::gpus},
+      {"cpus", &SlurmResources::cpus},            {"time", nullptr, &SlurmResources::time},
+      {"mem", nullptr, &SlurmResources::mem},     {"partition", nullptr, &SlurmResources::partition},
+      {"account", nullptr, &SlurmResources::account},
+      {"constraint", nullptr, &SlurmResources::constraint},
+      {"qos", nullptr, &SlurmResources::qos}};
+  return fields;
+}
+
 bool takes_resume(const StageInstance& stage) {
   return stage.program == "qat-sft" || stage.program == "qat-kd" || stage.program == "grpo";
 }
@@ -24,24 +39,25 @@ bool takes_resume(const StageInstance& stage) {
 namespace {
 
 io::Json resources_to_json(const SlurmResources& r) {
-  return {{"nodes", r.nodes},     {"gpus", r.gpus},
-          {"cpus", r.cpus},       {"time", r.time},
-          {"mem", r.mem},         {"partition", r.partition},
-          {"account", r.account}, {"constraint", r.constraint},
-          {"qos", r.qos}};
+  io::Json j = io::Json::object();
+  for (const auto& field : slurm_resource_fields()) {
+    if (field.number)
+      j[field.name] = r.*field.number;
+    else
+      j[field.name] = r.*field.text;
+  }
+  return j;
 }
 
+// Absent fields keep SlurmResources' defaults.
 SlurmResources resources_from_json(const io::Json& j) {
   SlurmResources r;
-  r.nodes = j.value("nodes", 1);
-  r.gpus = j.value("gpus", 0);
-  r.cpus = j.value("cpus", 0);
-  r.time = j.value("time", "");
-  r.mem = j.value("mem", "");
-  r.partition = j.value("partition", "");
-  r.account = j.value("account", "");
-  r.constraint = j.value("constraint", "");
-  r.qos = j.value("qos", "");
+  for (const auto& field : slurm_resource_fields()) {
+    if (field.number)
+      r.*field.number = j.value(field.name, r.*field.number);
+    else
+      r.*field.text = j.value(field.name, r.*field.text);
+  }
   return r;
 }
 

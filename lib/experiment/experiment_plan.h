@@ -30,6 +30,18 @@ struct SlurmResources {
   std::string time, mem, partition, account, constraint, qos;
 };
 
+// One field of SlurmResources under the name it has everywhere: experiment files, plan.json and
+// #SBATCH directives. Exactly one of `number` and `text` is set.
+struct ResourceField {
+  const char* name;
+  int SlurmResources::*number = nullptr;
+  std::string SlurmResources::*text = nullptr;
+  std::string value_text(const SlurmResources& r) const;  // a number in decimal
+};
+
+// Every field of SlurmResources, in the order files and scripts list them.
+const std::vector<ResourceField>& slurm_resource_fields();
+
 struct StageInstance {
   std::string id;       // unique within the plan, e.g. "qat.bits-3.init-gptq"; the directory name
   std::string stage;    // the stage's name in the file, e.g. "qat"

@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "experiment/experiment_plan.h"
 #include "experiment/interpolation.h"
 #include "io/error.h"
 
@@ -258,8 +259,11 @@ std::vector<StageSpec> order_stages(const ExperimentSource& source, std::vector<
 }  // namespace
 
 const std::vector<std::string>& resource_keys() {
-  static const std::vector<std::string> keys = {"nodes",     "gpus",    "cpus",       "time", "mem",
-                                                "partition", "account", "constraint", "qos"};
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> names;
+    for (const auto& field : slurm_resource_fields()) names.emplace_back(field.name);
+    return names;
+  }();
   return keys;
 }
 

@@ -74,31 +74,19 @@ void check_directive_value(const StageInstance& instance, const std::string& fie
   }
 }
 
-std::vector<std::pair<std::string, std::string>> resource_fields(const SlurmResources& r) {
-  return {{"nodes", std::to_string(r.nodes)},
-          {"gpus", std::to_string(r.gpus)},
-          {"cpus", std::to_string(r.cpus)},
-          {"time", r.time},
-          {"mem", r.mem},
-          {"partition", r.partition},
-          {"account", r.account},
-          {"constraint", r.constraint},
-          {"qos", r.qos}};
-}
-
 // One array job has one resource request, so every instance of a stage must ask for the same.
 void check_same_resources(const StageGroup& group) {
   const StageInstance& first = *group.instances.front();
-  const auto expected = resource_fields(first.resources);
   for (const StageInstance* other : group.instances) {
-    const auto fields = resource_fields(other->resources);
-    for (size_t i = 0; i < fields.size(); ++i) {
-      if (fields[i].second == expected[i].second) continue;
+    for (const auto& field : slurm_resource_fields()) {
+      const std::string expected = field.value_text(first.resources);
+      const std::string got = field.value_text(other->resources);
+      if (got == expected) continue;
       fail(
           "{}: instances '{}' and '{}' ask for different SLURM {} ('{}' vs '{}'); one job array "
           "has one resource request, so give them separate stages",
-          where(first), first.id, other->id, fields[i].first, comment_safe(expected[i].second),
-          comment_safe(fields[i].second));
+          where(first), first.id, other->id, field.name, comment_safe(expected),
+          comment_safe(got));
     }
   }
 }
@@ -256,16 +244,11 @@ std::string render_script(const ExperimentPlan& plan, const StageGroup& group,
   if (uses_srun(r)) header.emplace_back("ntasks-per-node", std::to_string(tasks_per_node(r)));
   if (r.gpus > 0) header.emplace_back("gpus-per-node", std::to_string(r.gpus));
   if (r.cpus > 0) header.emplace_back("cpus-per-task", std::to_string(r.cpus));
-  for (const auto& [field, value] :
-       std::vector<std::pair<std::string, std::string>>{{"time", r.time},
-                                                        {"mem", r.mem},
-                                                        {"partition", r.partition},
-                                                        {"account", r.account},
-                                                        {"constraint", r.constraint},
-                                                        {"qos", r.qos}}) {
-    if (value.empty()) continue;
-    check_directive_value(first, field, value);
-    header.emplace_back(field, value);
+  // The text fields are directives of the same name; the numbers above are not.
+  for (const auto& field : slurm_resource_fields()) {
+    if (!field.text || (r.*field.text).empty()) continue;
+    check_directive_value(first, field.name, r.*field.text);
+    header.emplace_back(field.name, r.*field.text);
   }
   for (const auto& [key, value] : header) text += fmt::format("#SBATCH --{}={}\n", key, value);
 
