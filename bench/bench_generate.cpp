@@ -1,60 +1,30 @@
 // Generation throughput of rqat's engine on a model directory: the prompts (token ids) come from a
-// JSON file {"prompts": [[ids...], ...]} so a peer (transformers, in scripts/bench_generate) runs
-// the very same work. Prints generated tokens/s; EOS is not a stop token, so every sample runs
-// --max-new-tokens tokens.
+// JSON file {"prompts": [[ids...], ...]} so that a peer (transformers' generate, driven by
+// scripts/bench_generate_reference.py) runs the very same work. EOS is not a stop token, so every
+// sample runs --max-new-tokens tokens. Prints generated tokens/s over the wall time of generate()
+// (the device synchronized, prefill included, as the peer measures it), the KV cache memory in use
+// at the peak against what one contiguous slot of the longest request per running sequence would
+// take, and the preemption count. Lines starting with "RESULT " are for scripts.
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <torch/cuda.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
+#include "cli/engine_flags.h"
+#include "cli/runtime_flags.h"
 #include "generation/generation_engine.h"
-#include "generation/sampler.h"
 #include "io/error.h"
 #include "io/json_file.h"
 #include "model/model_dir.h"
 
 namespace {
 
-// Milliseconds per call of fn, over `reps` calls after one warm-up call.
-template <class Fn>
-double time_ms(int reps, Fn&& fn) {
-  fn();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) fn();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-         reps;
-}
-
-// Where a decode step's time goes: the cached forward at a typical cache length, against the same
-// batch through the plain forward (one token, no cache: the layers' compute without cache
-// handling), and the sampling of the logits.
-void print_breakdown(rqat::model::CausalLM& model, int64_t batch, size_t prompt, int64_t max_new) {
-  c10::InferenceMode guard;
-  const int64_t fill = static_cast<int64_t>(prompt) + max_new / 2;
-  auto cache = model.make_cache(batch, fill + 64);
-  std::vector<int64_t> slots(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) slots[static_cast<size_t>(b)] = b;
-  auto ids = at::randint(0, model.config().vocab_size, {batch, fill}, at::kLong);
-  model.forward_cached(ids, {}, slots, cache);
-  auto step = ids.narrow(1, 0, 1).contiguous();
-  const double cached = time_ms(30, [&] {
-    model.forward_cached(step, {}, slots, cache);
-    for (int64_t b = 0; b < batch; ++b)
-      cache.length[static_cast<size_t>(b)] -= 1, cache.next_position[static_cast<size_t>(b)] -= 1;
-  });
-  const double plain = time_ms(30, [&] { model.forward(step); });
-  auto logits = model.forward(step).select(1, 0).contiguous();
-  rqat::generation::SamplingParams greedy;
-  greedy.temperature = 0;
-  std::vector<const rqat::generation::SamplingParams*> params(static_cast<size_t>(batch), &greedy);
-  std::vector<at::Generator*> gens(static_cast<size_t>(batch), nullptr);
-  const double sample = time_ms(100, [&] { rqat::generation::sample_rows(logits, params, gens); });
-  std::cout << fmt::format(
-      "breakdown at batch {} and {} cached positions: forward_cached {:.3f} ms, plain forward "
-      "of the same tokens {:.3f} ms, greedy sampling {:.3f} ms\n",
-      batch, fill, cached, plain, sample);
+std::string mib(int64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
 }  // namespace
@@ -62,69 +32,131 @@ void print_breakdown(rqat::model::CausalLM& model, int64_t batch, size_t prompt,
 int main(int argc, char** argv) {
   CLI::App app{"rqat generation benchmark: generated tokens/s of the batched engine"};
   std::string model_dir, prompts_file;
-  int64_t max_new_tokens = 128, batch = 0;
-  int threads = 1, repeats = 1;
-  double temperature = 0;
-  bool breakdown = false;
+  int64_t max_new_tokens = 128, warmup_tokens = 8;
+  int samples = 1, repeats = 1;
+  uint64_t seed = 0;
+  rqat::generation::SamplingParams sampling;
+  sampling.temperature = 0;  // greedy unless asked
+  rqat::generation::EngineOptions options;
+  options.max_batch = 0;  // here: 0 = every row at once
+  rqat::cli::RuntimeFlags runtime;
+  runtime.device = "cpu";  // benchmarks say what they measure: no "auto"
+  runtime.dtype = "f32";
+  runtime.threads = 1;
   app.add_option("--model", model_dir, "Model directory")->required();
   app.add_option("--prompts", prompts_file, "JSON file {\"prompts\": [[ids...], ...]}")->required();
-  app.add_option("--max-new-tokens", max_new_tokens, "Tokens generated per prompt")
+  app.add_option("--max-new-tokens", max_new_tokens, "Tokens generated per sample")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--max-batch", batch, "Engine slots (0: number of prompts)")
+  app.add_option("--samples", samples, "Samples per prompt (rows = prompts x samples)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads (at::set_num_threads)")->capture_default_str();
-  app.add_option("--temperature", temperature, "0 = greedy")->capture_default_str();
-  app.add_option("--repeats", repeats, "Timed runs; the best is reported")->capture_default_str();
-  app.add_flag("--breakdown", breakdown,
-               "Also time the parts of one decode step at the prompts' batch size");
+  // The engine's own flags (--max-batch, --kv-cache-gb, --kv-block-size, ...); --max-batch 0
+  // here means every row at once.
+  rqat::cli::add_engine_flags(app, options);
+  app.add_option("--temperature", sampling.temperature, "Sampling temperature (0: greedy)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--top-p", sampling.top_p, "Nucleus sampling mass (1: off)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", seed, "Seed of the first prompt (prompt i uses seed + i)")
+      ->capture_default_str();
+  app.add_option("--repeats", repeats, "Timed runs; the best is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup-tokens", warmup_tokens,
+                 "Untimed run of every request with this many tokens first (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);
-  try {
-    at::set_num_threads(threads);
-    auto model = rqat::model::load_causal_lm(model_dir);
+  return rqat::cli::run_tool("bench_generate", [&] {
+    runtime.apply_threads();
+    const c10::Device device = runtime.resolved_device();
+    const at::ScalarType dtype = runtime.resolved_dtype();
+    auto model = rqat::model::load_causal_lm(model_dir, {dtype, device});
     const auto json = rqat::io::read_json_file(prompts_file);
     std::vector<rqat::generation::GenerationRequest> requests;
+    size_t longest = 0;
     for (const auto& p : json.at("prompts")) {
       rqat::generation::GenerationRequest r;
       r.prompt_ids = p.get<std::vector<int32_t>>();
-      r.seed = requests.size();
-      r.params.temperature = temperature;
+      longest = std::max(longest, r.prompt_ids.size());
+      r.num_samples = samples;
+      r.seed = seed + requests.size();
+      r.params = sampling;
       r.params.max_new_tokens = max_new_tokens;
+      r.params.stop_token_ids.clear();  // EOS disabled: every sample runs max_new_tokens
       requests.push_back(std::move(r));
     }
-    rqat::generation::EngineOptions options;
-    options.max_batch = batch > 0 ? batch : static_cast<int64_t>(requests.size());
+    if (requests.empty()) rqat::fail("{}: no prompts", prompts_file);
+    const int64_t rows = static_cast<int64_t>(requests.size()) * samples;
+    if (options.max_batch == 0) options.max_batch = rows;
     rqat::generation::GenerationEngine engine(*model, nullptr, options);
+    const auto sync = [&] {
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
+    };
 
-    auto warm = requests;  // warm-up: allocator, thread pool, first-call paths
-    for (auto& r : warm) r.params.max_new_tokens = std::min<int64_t>(8, max_new_tokens);
-    engine.generate(warm);
+    if (warmup_tokens > 0) {  // allocator, thread pool, kernels' first calls, CUDA graphs
+      auto warm = requests;
+      for (auto& r : warm) r.params.max_new_tokens = std::min(warmup_tokens, max_new_tokens);
+      engine.generate(warm);
+      sync();
+    }
 
-    double best = 0;
+    double best_rate = 0, best_seconds = 0;
     rqat::generation::EngineStats stats;
     for (int i = 0; i < repeats; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
       engine.generate(requests);
+      sync();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const auto& s = engine.stats();
-      const double rate = static_cast<double>(s.generated_tokens) / s.seconds;
-      if (rate > best) {
-        best = rate;
+      const double rate = static_cast<double>(s.generated_tokens) / seconds;
+      if (rate > best_rate) {
+        best_rate = rate;
+        best_seconds = seconds;
         stats = s;
       }
     }
-    const double decode_ms = stats.decode_steps > 0
-                                 ? 1000.0 * stats.seconds / static_cast<double>(stats.decode_steps)
-                                 : 0;
+
+    const std::string how = sampling.greedy()
+                                ? std::string("greedy")
+                                : fmt::format("temperature {}, top-p {}, top-k {}",
+                                              sampling.temperature, sampling.top_p, sampling.top_k);
     std::cout << fmt::format(
-        "rqat: {} prompts, max_batch {}, {} threads: {} tokens in {:.3f} s = {:.1f} tokens/s "
-        "({} decode steps, {:.2f} ms/step incl. prefill)\n",
-        requests.size(), options.max_batch, threads, stats.generated_tokens, stats.seconds, best,
-        stats.decode_steps, decode_ms);
-    std::cout << fmt::format("RESULT tokens_per_s={:.3f}\n", best);
-    if (breakdown)
-      print_breakdown(*model, static_cast<int64_t>(requests.size()),
-                      requests.front().prompt_ids.size(), max_new_tokens);
-  } catch (const std::exception& e) {
-    std::cerr << "bench_generate: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+        "rqat: {} prompts x {} samples = {} rows (prompts up to {} tokens), max_batch {}, {} {}, "
+        "{} threads, {}: {} tokens in {:.3f} s = {:.1f} tokens/s ({} decode steps, {:.2f} "
+        "ms/step incl. prefill)\n",
+        requests.size(), samples, rows, longest, options.max_batch, device.str(), runtime.dtype,
+        at::get_num_threads(), how, stats.generated_tokens, best_seconds, best_rate,
+        stats.decode_steps,
+        stats.decode_steps > 0 ? 1000 * best_seconds / static_cast<double>(stats.decode_steps)
+                               : 0.0);
+    const int64_t peak_kv = stats.peak_blocks_in_use * stats.kv_block_bytes;
+    std::cout << fmt::format(
+        "rqat: KV cache in use at the peak {} ({} blocks of {} positions, {} KiB each; pool {} "
+        "blocks = {}) against {} for contiguous slots ({:.2f}x); {} preemptions; {} "
+        "copied to the host by sampling\n",
+        mib(peak_kv), stats.peak_blocks_in_use, options.block_size,
+        static_cast<double>(stats.kv_block_bytes) / 1024, stats.kv_pool_blocks,
+        mib(stats.kv_pool_blocks * stats.kv_block_bytes), mib(stats.contiguous_kv_bytes),
+        stats.contiguous_kv_bytes > 0
+            ? static_cast<double>(peak_kv) / static_cast<double>(stats.contiguous_kv_bytes)
+            : 0.0,
+        stats.preemptions, mib(stats.host_bytes));
+    std::cout << fmt::format("RESULT tokens_per_s={:.3f}\n", best_rate);
+    std::cout << fmt::format(
+        "RESULT generated_tokens={} seconds={:.4f} rows={} decode_steps={} prefill_tokens={} "
+        "preemptions={} peak_kv_bytes={} contiguous_kv_bytes={} kv_pool_blocks={} "
+        "kv_block_bytes={} host_bytes={}\n",
+        stats.generated_tokens, best_seconds, rows, stats.decode_steps, stats.prefill_tokens,
+        stats.preemptions, peak_kv, stats.contiguous_kv_bytes, stats.kv_pool_blocks,
+        stats.kv_block_bytes, stats.host_bytes);
+  });
 }

@@ -1,10 +1,11 @@
-// The decoder on random tiny models of each family (no Python needed): padding invariance, KV-cache
-// decode against the full forward, slot reuse for continuous batching, save/load round trips,
-// zero-copy bf16 loading, Linear replacement, gradients, and loader errors.
+// The decoder on random tiny models of each family (no Python needed): padding invariance, paged
+// KV-cache decode against the full forward, block reuse for continuous batching, save/load round
+// trips, zero-copy bf16 loading, Linear replacement, gradients, and loader errors.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <fstream>
+#include <span>
 #include <sstream>
 
 #include "io/checkpoint.h"
@@ -56,7 +57,7 @@ TEST_CASE("left padding does not change a row's logits") {
   }
 }
 
-TEST_CASE("KV-cache prefill + one-token decode equals the full forward") {
+TEST_CASE("paged KV-cache prefill + one-token decode equals the full forward") {
   torch::NoGradGuard no_grad;
   for (const auto& c : kCases) {
     INFO(rqat::model::family_name(c.family) << " tied=" << c.tied);
@@ -68,26 +69,16 @@ TEST_CASE("KV-cache prefill + one-token decode equals the full forward") {
     mask[1].narrow(0, 0, 2).zero_();  // rows 1 and 2 are left padded inside the prompt
     mask[2].narrow(0, 0, 4).zero_();
     auto full = model->forward(ids, mask);
-
-    auto cache = model->make_cache(/*slots=*/3, /*capacity=*/steps);
-    std::vector<int64_t> slots{0, 1, 2};
-    auto prefill =
-        model->forward_cached(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), slots, cache);
-    auto real = mask.to(at::kBool);
-    auto real_prompt = real.narrow(1, 0, prompt);
-    CHECK(max_diff(prefill.index({real_prompt}), full.narrow(1, 0, prompt).index({real_prompt})) <
-          kTol);
-    for (int64_t t = prompt; t < steps; ++t) {
-      auto step = model->forward_cached(ids.narrow(1, t, 1), mask.narrow(1, t, 1), slots, cache);
-      INFO("step " << t);
-      CHECK(max_diff(step.squeeze(1), full.select(1, t)) < kTol);
+    for (const int64_t block : {int64_t{1}, int64_t{4}, int64_t{16}}) {
+      INFO("block size " << block);
+      auto cached = rqat::test::paged_cached_logits(*model, ids, mask, prompt, block);
+      CHECK(max_diff(cached.narrow(1, prompt - 1, steps - prompt + 1),
+                     full.narrow(1, prompt - 1, steps - prompt + 1)) < kTol);
     }
-    CHECK(cache.length == std::vector<int64_t>{steps, steps, steps});
-    CHECK(cache.next_position == std::vector<int64_t>{steps, steps - 2, steps - 4});
   }
 }
 
-TEST_CASE("cache slots are independent and reusable (continuous batching)") {
+TEST_CASE("paged sequences are independent and reuse freed blocks (continuous batching)") {
   torch::NoGradGuard no_grad;
   auto model = rqat::test::random_tiny_model(Family::kQwen3, true);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
@@ -96,25 +87,47 @@ TEST_CASE("cache slots are independent and reusable (continuous batching)") {
   auto c = at::randint(0, 97, {1, 4}, gen, at::kLong);
   auto full_b = model->forward(b);
   auto full_c = model->forward(c);
-
-  auto cache = model->make_cache(/*slots=*/2, /*capacity=*/16);
-  model->forward_cached(a, {}, {0}, cache);                  // a long sequence in slot 0
-  model->forward_cached(b.narrow(1, 0, 3), {}, {1}, cache);  // b's prompt in slot 1
-  cache.reset_slot(0);                                       // a finishes; c takes its slot
-  auto c_prefill = model->forward_cached(c.narrow(1, 0, 2), {}, {0}, cache);
-  CHECK(max_diff(c_prefill, full_c.narrow(1, 0, 2)) < kTol);
-  // Decode both together although their caches hold different lengths (2 and 3).
+  auto tokens = [](const at::Tensor& ids) {
+    std::vector<int32_t> out;
+    for (int64_t t = 0; t < ids.size(1); ++t)
+      out.push_back(static_cast<int32_t>(ids[0][t].item<int64_t>()));
+    return out;
+  };
+  const auto ta = tokens(a), tb = tokens(b), tc = tokens(c);
+  const int64_t block = 2;
+  auto cache = model->make_paged_cache(/*num_blocks=*/9, block);  // 8 usable: 16 positions
+  rqat::model::PagedSequence sa, sb, sc;
+  auto run = [&](std::vector<rqat::model::PagedSequence*> seqs,
+                 std::vector<std::span<const int32_t>> toks) {
+    std::vector<const rqat::model::PagedSequence*> view;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      REQUIRE(cache.reserve(*seqs[i], seqs[i]->length + static_cast<int64_t>(toks[i].size())));
+      view.push_back(seqs[i]);
+    }
+    auto logits =
+        model->forward_paged(rqat::model::make_paged_step(view, toks, block, at::kCPU), cache);
+    for (size_t i = 0; i < seqs.size(); ++i)
+      seqs[i]->length += static_cast<int64_t>(toks[i].size());
+    return logits;
+  };
+  run({&sa}, {std::span(ta)});           // a long sequence: 5 blocks
+  run({&sb}, {std::span(tb).first(3)});  // b's prompt: 2 blocks
+  CHECK(cache.free_blocks() == 1);
+  cache.release(sa);  // a finishes; c takes its blocks
+  CHECK(cache.free_blocks() == 6);
+  auto c_prefill = run({&sc}, {std::span(tc).first(2)});
+  CHECK(max_diff(c_prefill[0], full_c[0][1]) < kTol);
+  // Decode both together although they hold different lengths (2 and 3).
   for (int64_t t = 0; t < 2; ++t) {
-    auto ids = at::cat({c.narrow(1, 2 + t, 1), b.narrow(1, 3 + t, 1)}, 0);
-    auto step = model->forward_cached(ids, {}, {0, 1}, cache);
-    CHECK(max_diff(step[0][0], full_c[0][2 + t]) < kTol);
-    CHECK(max_diff(step[1][0], full_b[0][3 + t]) < kTol);
+    auto step = run({&sc, &sb}, {std::span(tc).subspan(2 + t, 1), std::span(tb).subspan(3 + t, 1)});
+    CHECK(max_diff(step[0], full_c[0][2 + t]) < kTol);
+    CHECK(max_diff(step[1], full_b[0][3 + t]) < kTol);
   }
+  rqat::model::PagedSequence too_long;
+  CHECK_FALSE(cache.reserve(too_long, 20));
   rqat::test::require_error(
-      [&] {
-        model->forward_cached(at::zeros({1, 20}, at::kLong), {}, {1}, cache);
-      },
-      {"slot 1", "capacity 16"});
+      [&] { rqat::model::make_paged_step({&sb}, {std::span(tb)}, block, at::kCPU); },
+      {"row 0", "needs 11 positions", "blocks for 6"});
 }
 
 TEST_CASE("save and load round-trip bit-exactly, single file and sharded") {

@@ -104,7 +104,7 @@ TEST_CASE("end to end: 20 MATH-500 problems on a tiny model; eval-math grade rep
   overrides.max_new_tokens = 12;
   overrides.seed = 5;
   options.sampling = eval::resolve_sampling("greedy", overrides);
-  options.max_batch = 8;
+  options.engine.max_batch = 8;
   options.show_progress = false;
   std::ostringstream console;
   const auto summary = eval::run_evaluation(options, console);

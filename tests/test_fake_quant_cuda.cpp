@@ -17,6 +17,7 @@
 #include "ops/fake_quant.h"
 #include "ops/fake_quant_ste.h"
 #include "quant/fake_quant_linear.h"
+#include "test_util.h"
 
 TEST_CASE("fake quant CUDA kernel equals the CPU reference") {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(21);
@@ -119,15 +120,6 @@ TEST_CASE("fused fake quant STE CUDA kernels equal the CPU kernels") {
 }
 
 int main(int argc, char** argv) {
-#ifndef RQAT_WITH_CUDA
-  std::cout << "SKIPPED: rqat was built without CUDA kernels (no nvcc)\n";
-  return 77;
-#else
-  if (!torch::cuda::is_available()) {
-    std::cout
-        << "SKIPPED: no CUDA device on this machine; the kernel compiled but cannot run here\n";
-    return 77;
-  }
+  if (const int skip = rqat::test::cuda_tests_skipped()) return skip;
   return Catch::Session().run(argc, argv);
-#endif
 }

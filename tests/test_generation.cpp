@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "generation/generation_engine.h"
 #include "generation/sampler.h"
@@ -38,14 +39,6 @@ at::Tensor row_from_probs(const std::vector<double>& probs) {
 std::vector<int32_t> sorted(std::vector<int32_t> v) {
   std::sort(v.begin(), v.end());
   return v;
-}
-
-std::vector<int32_t> random_prompt(int64_t length, uint64_t seed, int64_t vocab = 97) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto t = at::randint(0, vocab, {length}, gen, at::kLong);
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < length; ++i) out.push_back(static_cast<int32_t>(t[i].item<int64_t>()));
-  return out;
 }
 
 // The independent reference: the full forward over the whole sequence at every step, argmax of the
@@ -139,28 +132,33 @@ void require_same_tokens(const GenerationResult& a, const GenerationResult& b) {
 
 // ---------------------------------------------------------------- sampler
 
-TEST_CASE("sample seeds follow the documented mixing function") {
+TEST_CASE("draws are a documented hash of (seed, sample, position)") {
   using rqat::generation::sample_seed;
+  using rqat::generation::sample_uniform;
   using rqat::generation::splitmix64;
   // splitmix64 reference values (Vigna's generator: state 0 -> first output).
   CHECK(splitmix64(0) == 0xE220A8397B1DCDAFULL);
   CHECK(sample_seed(7, 3) == splitmix64(splitmix64(7) + 3));
   CHECK(sample_seed(7, 3) != sample_seed(7, 4));
   CHECK(sample_seed(7, 0) != sample_seed(8, 0));
-  auto g1 = rqat::generation::make_sample_generator(7, 3),
-       g2 = rqat::generation::make_sample_generator(7, 3);
-  for (int i = 0; i < 5; ++i) {
-    const double u = rqat::generation::next_uniform(g1);
-    CHECK(u == rqat::generation::next_uniform(g2));
+  std::set<double> seen;
+  for (uint64_t position = 0; position < 1000; ++position) {
+    const double u = sample_uniform(7, 3, position);
+    const uint64_t bits = splitmix64(sample_seed(7, 3) ^ splitmix64(position));
+    CHECK(u == static_cast<double>(bits >> 11) * 0x1.0p-53);
     CHECK((u >= 0.0 && u < 1.0));
+    seen.insert(u);
   }
+  CHECK(seen.size() == 1000);
+  CHECK(sample_uniform(7, 3, 0) != sample_uniform(7, 4, 0));
+  CHECK(sample_uniform(7, 3, 0) != sample_uniform(8, 3, 0));
 }
 
 TEST_CASE("greedy takes the argmax, ties to the lowest id, and reports log_softmax") {
   auto logits = at::tensor(std::vector<float>{0.5f, 2.0f, -1.0f, 2.0f, 1.0f});
   SamplingParams greedy;
   greedy.temperature = 0;
-  const auto choice = rqat::generation::sample_token(logits, greedy, nullptr);
+  const auto choice = rqat::generation::sample_token(logits, greedy, 0.5);
   CHECK(choice.token == 1);
   CHECK(choice.token == logits.argmax().item<int64_t>());
   CHECK(std::abs(choice.logprob - at::log_softmax(logits, 0)[1].item<float>()) < 1e-6);
@@ -177,15 +175,15 @@ TEST_CASE("top-k = 1 sampling equals greedy; logprobs equal log_softmax of the r
   hot.temperature = 1.3;
   hot.top_p = 0.9;
   hot.min_p = 0.01;
-  auto g = rqat::generation::make_sample_generator(1, 0);
   auto logp = at::log_softmax(rows, 1);
   for (int64_t b = 0; b < rows.size(0); ++b) {
-    const auto a = rqat::generation::sample_token(rows[b], greedy, nullptr);
-    const auto k = rqat::generation::sample_token(rows[b], top1, &g);
+    const auto u = [b](uint64_t i) { return rqat::generation::sample_uniform(1, 0, 2 * b + i); };
+    const auto a = rqat::generation::sample_token(rows[b], greedy, u(0));
+    const auto k = rqat::generation::sample_token(rows[b], top1, u(0));
     CHECK(a.token == k.token);
     CHECK(std::abs(k.logprob - logp[b][k.token].item<float>()) < 1e-5);
     const auto h =
-        rqat::generation::sample_token(rows[b], hot, &g);  // the logprob ignores T and filters
+        rqat::generation::sample_token(rows[b], hot, u(1));  // the logprob ignores T and filters
     CHECK(std::abs(h.logprob - logp[b][h.token].item<float>()) < 1e-5);
   }
 }
@@ -281,10 +279,11 @@ TEST_CASE(
       expected = expected * keep;
       expected = expected / expected.sum();
     }
-    auto gen = rqat::generation::make_sample_generator(42, static_cast<uint64_t>(c.top_k));
     std::vector<int> counts(6, 0);
-    for (int i = 0; i < kDraws; ++i)
-      ++counts[rqat::generation::sample_token(logits, p, &gen).token];
+    for (int i = 0; i < kDraws; ++i) {
+      const double u = rqat::generation::sample_uniform(42, static_cast<uint64_t>(c.top_k), i);
+      ++counts[rqat::generation::sample_token(logits, p, u).token];
+    }
     for (int t = 0; t < 6; ++t) {
       const double prob = expected[t].item<double>();
       const double freq = static_cast<double>(counts[t]) / kDraws;
@@ -306,9 +305,8 @@ TEST_CASE("sampling parameters out of range are one-line errors") {
   p.min_p = 1.5;
   rqat::test::require_error([&] { rqat::generation::kept_tokens(logits, p); }, {"min_p"});
   auto nan_logits = at::full({4}, std::nanf(""));
-  auto g = rqat::generation::make_sample_generator(0, 0);
   rqat::test::require_error(
-      [&] { rqat::generation::sample_token(nan_logits, SamplingParams{}, &g); }, {"finite"});
+      [&] { rqat::generation::sample_token(nan_logits, SamplingParams{}, 0.5); }, {"finite"});
 }
 
 // ---------------------------------------------------------------- engine
@@ -322,7 +320,7 @@ TEST_CASE("greedy engine output equals the naive full-forward argmax loop") {
     std::vector<GenerationRequest> requests;
     const std::vector<int64_t> lengths{3, 9, 1, 14};
     for (size_t i = 0; i < lengths.size(); ++i)
-      requests.push_back(greedy_request(random_prompt(lengths[i], 10 + i), 20));
+      requests.push_back(greedy_request(rqat::test::random_tokens(lengths[i], 10 + i), 20));
     for (const int64_t max_batch : {int64_t{1}, int64_t{2}, int64_t{16}}) {
       INFO("max_batch " << max_batch);
       GenerationEngine engine(*model, nullptr, EngineOptions{max_batch});
@@ -343,9 +341,9 @@ TEST_CASE("greedy engine output equals the naive full-forward argmax loop") {
 
 TEST_CASE("sampled output is reproducible and independent of batch size and batch composition") {
   auto model = rqat::test::random_tiny_model(Family::kQwen3, true, 4);
-  const auto a = sampled_request(random_prompt(6, 21), 1234, 3, 24);
-  const auto b = sampled_request(random_prompt(11, 22), 99, 2, 17);
-  GenerationRequest c = sampled_request(random_prompt(4, 23), 5, 1, 30);
+  const auto a = sampled_request(rqat::test::random_tokens(6, 21), 1234, 3, 24);
+  const auto b = sampled_request(rqat::test::random_tokens(11, 22), 99, 2, 17);
+  GenerationRequest c = sampled_request(rqat::test::random_tokens(4, 23), 5, 1, 30);
   c.params.top_p = 1.0;
   c.params.top_k = 0;
   c.params.min_p = 0.05;
@@ -366,7 +364,7 @@ TEST_CASE("sampled output is reproducible and independent of batch size and batc
   }
   // Other prompts around it, in another order: request a's samples are unchanged.
   GenerationEngine engine(*model, nullptr, EngineOptions{4});
-  const auto mixed = engine.generate({c, greedy_request(random_prompt(13, 24), 9), a});
+  const auto mixed = engine.generate({c, greedy_request(rqat::test::random_tokens(13, 24), 9), a});
   REQUIRE(mixed.size() == 5);
   for (int s = 0; s < 3; ++s) {
     CHECK(mixed[2 + s].request_index == 2);
@@ -381,8 +379,8 @@ TEST_CASE("continuous batching refills freed slots") {
   std::vector<GenerationRequest> requests;
   int64_t total = 0;
   for (size_t i = 0; i < max_new.size(); ++i) {
-    requests.push_back(
-        greedy_request(random_prompt(2 + 3 * static_cast<int64_t>(i), 30 + i), max_new[i]));
+    requests.push_back(greedy_request(
+        rqat::test::random_tokens(2 + 3 * static_cast<int64_t>(i), 30 + i), max_new[i]));
     total += max_new[i];
   }
   GenerationEngine engine(*model, nullptr,
@@ -409,27 +407,34 @@ TEST_CASE("continuous batching refills freed slots") {
 
 TEST_CASE("n samples share one prefill and match the unshared results") {
   auto model = rqat::test::random_tiny_model(Family::kQwen2, false, 6);
-  const auto prompt = random_prompt(9, 40);
+  const auto prompt = rqat::test::random_tokens(9, 40);
   const auto request = sampled_request(prompt, 77, 4, 16);
 
   GenerationEngine shared(*model, nullptr, EngineOptions{8});
   const auto with_sharing = shared.generate({request});
   CHECK(shared.stats().prefill_tokens == 9);
-  CHECK(shared.stats().prefix_copies == 3);
+  CHECK(shared.stats().shared_prompts == 3);
 
-  GenerationEngine one_slot(*model, nullptr, EngineOptions{1});  // each sample prefilled anew
-  const auto without = one_slot.generate({request});
-  CHECK(one_slot.stats().prefill_tokens == 4 * 9);
-  CHECK(one_slot.stats().prefix_copies == 0);
+  EngineOptions unshared_options{1};
+  unshared_options.share_prompts = false;  // each sample prefilled anew
+  GenerationEngine unshared(*model, nullptr, unshared_options);
+  const auto without = unshared.generate({request});
+  CHECK(unshared.stats().prefill_tokens == 4 * 9);
+  CHECK(unshared.stats().shared_prompts == 0);
 
-  // Two slots: samples 2 and 3 are admitted after 0 and 1 and copy from a still-active donor or
-  // prefill again.
+  // One and two at a time: later samples fork the prompt kept for them, still one prefill.
+  GenerationEngine one_slot(*model, nullptr, EngineOptions{1});
+  const auto one_at_a_time = one_slot.generate({request});
+  CHECK(one_slot.stats().prefill_tokens == 9);
+  CHECK(one_slot.stats().shared_prompts == 3);
   GenerationEngine two_slots(*model, nullptr, EngineOptions{2});
   const auto partly = two_slots.generate({request});
+  CHECK(two_slots.stats().prefill_tokens == 9);
 
   REQUIRE(with_sharing.size() == 4);
   for (size_t s = 0; s < 4; ++s) {
     require_same_tokens(with_sharing[s], without[s]);
+    require_same_tokens(one_at_a_time[s], without[s]);
     require_same_tokens(partly[s], without[s]);
   }
   auto single = request;
@@ -449,7 +454,7 @@ TEST_CASE("n samples share one prefill and match the unshared results") {
 TEST_CASE("stop tokens and stop strings end a sample; text skips special tokens and is cut") {
   auto model = rqat::test::random_tiny_model(Family::kQwen3, true, 7);
   auto tokenizer = std::make_shared<LetterTokenizer>();
-  const auto prompt = random_prompt(5, 50);
+  const auto prompt = rqat::test::random_tokens(5, 50);
   GenerationEngine engine(*model, tokenizer, EngineOptions{4});
   const auto full = engine.generate({greedy_request(prompt, 40)}).front();
   REQUIRE(full.token_ids.size() == 40);
@@ -502,7 +507,7 @@ TEST_CASE("stop tokens and stop strings end a sample; text skips special tokens 
 
 TEST_CASE("max_new_tokens 0 and 1") {
   auto model = rqat::test::random_tiny_model(Family::kQwen2, false, 8);
-  const auto prompt = random_prompt(7, 60);
+  const auto prompt = rqat::test::random_tokens(7, 60);
   GenerationEngine engine(*model, nullptr, EngineOptions{4});
   auto zero = engine.generate({greedy_request(prompt, 0)});
   REQUIRE(zero.size() == 1);
@@ -526,7 +531,8 @@ TEST_CASE("generation errors are one line") {
                             {"request 0", "empty prompt"});
   rqat::test::require_error(
       [&] {
-        engine.generate({greedy_request({1, 2}, 3), greedy_request(random_prompt(10, 1), 7)});
+        engine.generate(
+            {greedy_request({1, 2}, 3), greedy_request(rqat::test::random_tokens(10, 1), 7)});
       },
       {"request 1", "10", "max_new_tokens 7", "max_seq_len 16"});
   auto with_stop = greedy_request({1, 2}, 3);
@@ -543,5 +549,7 @@ TEST_CASE("generation errors are one line") {
   rqat::test::require_error([&] { GenerationEngine(*model, nullptr, EngineOptions{0}); },
                             {"max_batch"});
   // Exactly at the limit is fine.
-  CHECK(engine.generate({greedy_request(random_prompt(10, 1), 6)}).front().token_ids.size() == 6);
+  CHECK(engine.generate({greedy_request(rqat::test::random_tokens(10, 1), 6)})
+            .front()
+            .token_ids.size() == 6);
 }

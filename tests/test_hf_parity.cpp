@@ -40,19 +40,18 @@ void check_case(const std::string& name) {
   std::cout << name << ": full forward max |logit diff| vs transformers = " << diff << "\n";
   CHECK(diff <= kTol);
 
-  // The cached path: prefill the first 5 positions, then decode one token at a time.
+  // The generation engine's path: the prompt's real tokens into the paged KV cache, then one token
+  // at a time; compared at the last prompt position and every decoded one.
   const int64_t steps = ids.size(1), prompt = 5;
-  auto cache = model->make_cache(ids.size(0), steps);
-  std::vector<int64_t> slots(ids.size(0));
-  for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
-  std::vector<at::Tensor> parts{
-      model->forward_cached(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), slots, cache)};
-  for (int64_t t = prompt; t < steps; ++t) {
-    parts.push_back(model->forward_cached(ids.narrow(1, t, 1), mask.narrow(1, t, 1), slots, cache));
-  }
-  const double cached_diff =
-      (at::cat(parts, 1) - expected).index({real}).abs().max().item<double>();
-  std::cout << name << ": KV-cache decode max |logit diff| vs transformers = " << cached_diff
+  auto cached = rqat::test::paged_cached_logits(*model, ids, mask, prompt);
+  auto decoded = real.narrow(1, prompt - 1, steps - prompt + 1);
+  const double cached_diff = (cached.narrow(1, prompt - 1, steps - prompt + 1) -
+                              expected.narrow(1, prompt - 1, steps - prompt + 1))
+                                 .index({decoded})
+                                 .abs()
+                                 .max()
+                                 .item<double>();
+  std::cout << name << ": paged KV-cache decode max |logit diff| vs transformers = " << cached_diff
             << "\n";
   CHECK(cached_diff <= kTol);
 }

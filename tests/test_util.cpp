@@ -6,14 +6,18 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <span>
 #include <sstream>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
 
 #include "io/error.h"
 #include "model/init.h"
 #include "model/llama2c_convert.h"
+#include "model/paged_step.h"
 #include "tokenizer/byte_level.h"
 
 namespace rqat::test {
@@ -71,6 +75,76 @@ std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool ti
     if (p.key().ends_with(".bias")) p.value().copy_(at::randn(p.value().sizes(), gen) * 0.1);
   }
   return model;
+}
+
+int cuda_tests_skipped() {
+#ifndef RQAT_WITH_CUDA
+  std::cout << "SKIPPED: rqat was built without CUDA kernels (no nvcc)\n";
+  return 77;
+#else
+  if (!torch::cuda::is_available()) {
+    std::cout
+        << "SKIPPED: no CUDA device on this machine; the kernel compiled but cannot run here\n";
+    return 77;
+  }
+  return 0;
+#endif
+}
+
+std::vector<int32_t> random_tokens(int64_t length, uint64_t seed, int64_t vocab) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto t = at::randint(0, vocab, {length}, gen, at::kLong).contiguous();
+  const int64_t* data = t.const_data_ptr<int64_t>();
+  return std::vector<int32_t>(data, data + length);
+}
+
+at::Tensor paged_cached_logits(model::CausalLM& model, const at::Tensor& ids,
+                               const at::Tensor& mask, int64_t prompt, int64_t block_size) {
+  torch::NoGradGuard no_grad;
+  const int64_t batch = ids.size(0), steps = ids.size(1);
+  auto real = mask.to(at::kBool);
+  auto cache =
+      model.make_paged_cache(batch * ((steps + block_size - 1) / block_size) + 1, block_size);
+  std::vector<model::PagedSequence> seqs(static_cast<size_t>(batch));
+  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < steps; ++t)
+      if (real[b][t].item<bool>())
+        rows[static_cast<size_t>(b)].push_back(static_cast<int32_t>(ids[b][t].item<int64_t>()));
+  auto out = at::zeros({batch, steps, model.config().vocab_size});
+  // One call over the rows' real prompt tokens, then one per later column.
+  auto run = [&](int64_t first_column, int64_t end_column, int64_t logits_column) {
+    std::vector<const model::PagedSequence*> view;
+    std::vector<std::span<const int32_t>> tokens;
+    std::vector<int64_t> in_call;
+    for (int64_t b = 0; b < batch; ++b) {
+      auto& seq = seqs[static_cast<size_t>(b)];
+      int64_t begin = 0, n = 0;  // real tokens in [first_column, end_column)
+      for (int64_t t = 0; t < end_column; ++t) {
+        if (!real[b][t].item<bool>()) continue;
+        if (t < first_column)
+          ++begin;
+        else
+          ++n;
+      }
+      if (n == 0) continue;
+      REQUIRE(cache.reserve(seq, seq.length + n));
+      view.push_back(&seq);
+      tokens.push_back(std::span<const int32_t>(rows[static_cast<size_t>(b)])
+                           .subspan(static_cast<size_t>(begin), static_cast<size_t>(n)));
+      in_call.push_back(b);
+    }
+    if (view.empty()) return;
+    const auto step = model::make_paged_step(view, tokens, block_size, at::kCPU);
+    const auto logits = model.forward_paged(step, cache);
+    for (size_t i = 0; i < in_call.size(); ++i) {
+      seqs[static_cast<size_t>(in_call[i])].length += static_cast<int64_t>(tokens[i].size());
+      out[in_call[i]][logits_column].copy_(logits[static_cast<int64_t>(i)]);
+    }
+  };
+  run(0, prompt, prompt - 1);
+  for (int64_t t = prompt; t < steps; ++t) run(t, t + 1, t);
+  return out;
 }
 
 std::filesystem::path shared_data_dir() {

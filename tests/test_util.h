@@ -38,6 +38,21 @@ model::ModelConfig tiny_config(model::Family family, bool tied);
 std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool tied,
                                                    uint64_t seed = 1);
 
+// The generation engine's path over a batch given as a (left-padded) full-sequence batch: each
+// row's real tokens among the first `prompt` columns are prefilled into a paged KV cache (blocks of
+// `block_size`), then every later column is decoded one token per step. Returns (B, T, vocab)
+// logits filled at the last real prompt position and at every decoded position (zeros elsewhere),
+// to compare with the full forward there.
+at::Tensor paged_cached_logits(model::CausalLM& model, const at::Tensor& ids,
+                               const at::Tensor& mask, int64_t prompt, int64_t block_size = 4);
+
+// For the mains of the CUDA kernel tests: 77 (CTest's skip code), after printing why, without CUDA
+// kernels in the build or without a GPU; 0 when the tests can run.
+int cuda_tests_skipped();
+
+// `length` token ids drawn uniformly from [0, vocab) by a seeded generator.
+std::vector<int32_t> random_tokens(int64_t length, uint64_t seed, int64_t vocab = 97);
+
 // ../shared/data (the project's read-only real data): $RQAT_SHARED_DATA, else the folder beside the
 // source tree. Tests that need it print "SKIPPED: ..." and return when it is absent.
 std::filesystem::path shared_data_dir();

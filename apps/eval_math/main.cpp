@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/engine_flags.h"
 #include "cli/runtime_flags.h"
 #include "eval/regrade.h"
 #include "eval/run/evaluate.h"
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
                  "Appended to each problem on a new line (\"\" for none)")
       ->capture_default_str();
   app.add_flag("--disable-thinking", disable_thinking, "Qwen3: enable_thinking=false");
-  app.add_option("--max-batch", run.max_batch, "Sequences decoded together")->capture_default_str();
+  rqat::cli::add_engine_flags(app, run.engine);
   app.add_option("--grade-timeout-ms", grade_timeout_ms, "Time limit of one answer comparison")
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "No progress line");

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/engine_flags.h"
 #include "cli/runtime_flags.h"
 #include "generation/generate_command.h"
 #include "io/error.h"
@@ -12,11 +13,11 @@
 #include "model/llama2c_convert.h"
 #include "model/model_commands.h"
 #include "nll_flags.h"
+#include "report_flags.h"
 #include "run_flags.h"
+#include "sbatch_flags.h"
 #include "tiny_task_flags.h"
 #include "tokenizer/tokenize_command.h"
-#include "report_flags.h"
-#include "sbatch_flags.h"
 #include "traces_flags.h"
 
 int main(int argc, char** argv) {
@@ -143,9 +144,7 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--seed", gen.seed, "Random seed")->capture_default_str();
   generate_cmd->add_option("--stop", gen.stop_strings, "Stop string (repeatable)");
   generate_cmd->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at the model's EOS tokens");
-  generate_cmd->add_option("--max-batch", gen.max_batch, "Sequences decoded together")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  rqat::cli::add_engine_flags(*generate_cmd, gen.engine);
   rqat::cli::add_runtime_flags(*generate_cmd, runtime);
 
   rqat::cli::add_run_subcommand(app);

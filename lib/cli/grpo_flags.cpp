@@ -1,5 +1,7 @@
 #include "cli/grpo_flags.h"
 
+#include "cli/engine_flags.h"
+
 namespace rqat::cli {
 
 void add_grpo_flags(CLI::App& app, GrpoFlags& f) {
@@ -15,7 +17,8 @@ void add_grpo_flags(CLI::App& app, GrpoFlags& f) {
   // Prompts.
   app.add_option("--data", f.data, "Prompts with gold answers, JSONL")->required();
   app.add_option("--problem-field", f.problem_field, "JSONL problem field")->capture_default_str();
-  app.add_option("--answer-field", f.answer_field, "JSONL gold answer field")->capture_default_str();
+  app.add_option("--answer-field", f.answer_field, "JSONL gold answer field")
+      ->capture_default_str();
   app.add_option("--id-field", f.id_field, "JSONL id field (default: the line index)");
   app.add_flag("--gsm8k-answers", f.gsm8k_answers, "Gold is what follows #### (GSM8K solutions)");
   app.add_option("--max-prompts", o.max_prompts, "Use the first N prompts (0: all)");
@@ -43,10 +46,10 @@ void add_grpo_flags(CLI::App& app, GrpoFlags& f) {
   app.add_option("--top-k", o.top_k, "Top-k sampling (0: off)")->capture_default_str();
   app.add_option("--max-new-tokens", o.max_new_tokens, "Response length limit")
       ->capture_default_str();
-  app.add_option("--rollout-batch", o.rollout_batch, "Sequences decoded together")
-      ->capture_default_str();
-  app.add_option("--reward", o.reward,
-                 "Reward spec: math, math_boxed, format[:w], combined with + (e.g. math+format:0.1)")
+  add_engine_flags(app, o.rollout, "--rollout-batch");
+  app.add_option(
+         "--reward", o.reward,
+         "Reward spec: math, math_boxed, format[:w], combined with + (e.g. math+format:0.1)")
       ->capture_default_str();
   // Objective.
   app.add_option("--advantage", f.advantage, "grpo ((r - mean) / std) or dr_grpo (r - mean)")
@@ -55,7 +58,8 @@ void add_grpo_flags(CLI::App& app, GrpoFlags& f) {
                  "seq_mean (GRPO), token_mean (DAPO) or constant (Dr. GRPO)")
       ->capture_default_str();
   app.add_option("--clip-low", o.loss.clip_low, "Ratio clip below 1 - eps")->capture_default_str();
-  app.add_option("--clip-high", o.loss.clip_high, "Ratio clip above 1 + eps")->capture_default_str();
+  app.add_option("--clip-high", o.loss.clip_high, "Ratio clip above 1 + eps")
+      ->capture_default_str();
   app.add_option("--kl-beta", o.loss.kl_beta, "KL (k3) penalty to the initial policy")
       ->capture_default_str();
   app.add_option("--tis-cap", o.loss.tis_cap,
@@ -65,7 +69,8 @@ void add_grpo_flags(CLI::App& app, GrpoFlags& f) {
   app.add_flag("!--keep-degenerate-groups", o.skip_degenerate_groups,
                "Train on groups whose rewards are all equal (skipped by default)");
   app.add_option("--epochs", o.epochs, "Passes over each rollout batch")->capture_default_str();
-  app.add_option("--minibatches", o.minibatches, "Optimizer updates per pass")->capture_default_str();
+  app.add_option("--minibatches", o.minibatches, "Optimizer updates per pass")
+      ->capture_default_str();
   app.add_option("--micro-batch-size", o.micro_batch_size,
                  "Sequences per forward/backward (0: a whole minibatch)")
       ->capture_default_str();
@@ -73,7 +78,8 @@ void add_grpo_flags(CLI::App& app, GrpoFlags& f) {
                "Recompute each block in the backward pass");
   app.add_option("--eval-benchmark", o.eval_benchmark, "eval-math benchmark evaluated (greedy)");
   app.add_option("--eval-benchmark-data", o.eval_benchmark_data, "Its JSONL ($RQAT_DATA_DIR)");
-  app.add_option("--eval-benchmark-limit", o.eval_limit, "Problems evaluated")->capture_default_str();
+  app.add_option("--eval-benchmark-limit", o.eval_limit, "Problems evaluated")
+      ->capture_default_str();
   app.add_option("--eval-max-new-tokens", o.eval_max_new_tokens, "eval-math generation limit")
       ->capture_default_str();
   add_run_flags(app, f.run, "Rollout steps");

@@ -73,8 +73,7 @@ std::vector<GenerationResult> run_generate_command(const GenerateCommandOptions&
   request.params.stop_strings = options.stop_strings;
   if (!options.ignore_eos) request.params.stop_token_ids = model_stop_token_ids(model->config());
 
-  EngineOptions engine_options;
-  engine_options.max_batch = options.max_batch;
+  EngineOptions engine_options = options.engine;
   engine_options.show_progress = options.show_progress;
   GenerationEngine engine(*model, tokenizer, engine_options);
   auto results = engine.generate({request});

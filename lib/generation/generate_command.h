@@ -33,7 +33,7 @@ struct GenerateCommandOptions {
   uint64_t seed = 0;
   std::vector<std::string> stop_strings;
   bool ignore_eos = false;  // do not stop at the model's EOS ids
-  int64_t max_batch = 16;
+  EngineOptions engine;     // batch size and KV budget
   bool show_progress = true;
   at::ScalarType dtype = at::kFloat;
   c10::Device device = c10::kCPU;

@@ -1,8 +1,15 @@
-// Batched generation on the KV-cache decoder with continuous batching: each sample occupies one
-// cache slot; when it finishes (EOS, stop string, length) it leaves and a waiting prompt is
-// prefilled into its slot, so long reasoning traces do not hold short ones hostage.
-// Every sample draws from its own generator seeded from (request seed, sample index), so on the CPU
-// results do not depend on batch size or on which other prompts share the batch.
+// Batched generation on a paged KV cache with continuous batching (vLLM's scheduling, simplified):
+// - every sample is a sequence with a block table; blocks come from one pool sized by a memory
+//   budget and are taken as the sequence grows, returned when it ends;
+// - waiting samples are admitted while there are free blocks (and fewer than max_batch run);
+//   the n samples of one prompt share its prefill and its blocks (the partly filled last block is
+//   copied on first write);
+// - when a decode step finds the pool empty, the most recently admitted sequence is preempted: its
+//   blocks go back and it waits again, to be recomputed from its prompt and generated tokens;
+//   a small pool makes generation slower, never different;
+// - each step's tokens are chosen on the model's device; only ids and log-probabilities come back.
+// Draws are keyed by (request seed, sample index, token position) (generation/sampler.h), so a
+// sample's tokens do not depend on batch size, batch composition or preemption.
 #pragma once
 
 #include <cstdint>
@@ -38,24 +45,41 @@ struct GenerationResult {
                                          // TokenChoice::tempered_logprob)
   std::string text;  // decoded generated tokens (special tokens skipped), cut at a stop string
   FinishReason finish_reason = FinishReason::kLength;
-  double seconds = 0;  // wall time from the sample's prefill to its end
+  double seconds = 0;  // wall time from the sample's admission to its end
 };
 
 struct EngineOptions {
-  int64_t max_batch = 16;      // cache slots decoded together
-  int64_t max_seq_len = 0;     // cache capacity per slot (0: longest prompt + max_new_tokens)
+  int64_t max_batch = 16;      // sequences decoded together at most
+  int64_t max_seq_len = 0;     // longest prompt + max_new_tokens accepted (0: no limit)
   bool show_progress = false;  // progress line on stderr: prompts done, tokens/s, ETA
+  // KV pool budget in GiB. 0: on the CPU, enough for max_batch sequences of the longest request;
+  // on CUDA, that much capped by gpu_memory_fraction of the memory free after loading.
+  double kv_cache_gb = 0;
+  int64_t block_size = 16;           // positions per KV block (a power of two)
+  double gpu_memory_fraction = 0.9;  // CUDA default budget (vLLM's gpu_memory_utilization)
+  bool share_prompts = true;         // samples of one prompt share its prefill and blocks
+  bool cuda_graphs = true;  // CUDA: replay a captured graph per batch-size bucket for decode steps
 };
 
 // What the last generate() call did (for tests and benchmarks).
 struct EngineStats {
-  int64_t prefill_calls = 0;   // forward_cached calls over prompts (chunks count separately)
-  int64_t prefill_tokens = 0;  // real prompt tokens run through the model
-  int64_t prefix_copies = 0;   // samples whose prompt KV was copied from another slot
-  int64_t decode_steps = 0;    // batched T = 1 forward calls
+  int64_t prefill_calls = 0;   // forward calls over prompts (chunks count separately)
+  int64_t prefill_tokens = 0;  // prompt (and recomputed) tokens run through the model
+  int64_t shared_prompts = 0;  // samples that reused another sample's prompt blocks
+  int64_t decode_steps = 0;    // batched one-token forward calls
   int64_t decode_rows = 0;     // rows over all decode steps
   int64_t generated_tokens = 0;
+  int64_t preemptions = 0;          // sequences evicted from the pool to be recomputed later
+  int64_t recomputed_tokens = 0;    // tokens prefilled again after preemption
+  int64_t kv_pool_blocks = 0;       // usable blocks of the pool
+  int64_t kv_block_bytes = 0;       // bytes of one block (all layers, keys and values)
+  int64_t peak_blocks_in_use = 0;   // most blocks held at once
+  int64_t contiguous_kv_bytes = 0;  // one slot of the longest request per concurrent sequence
+  int64_t host_bytes = 0;           // bytes copied from the device to the host by sampling
+  int64_t graph_captures = 0;       // CUDA graphs captured (one per batch-size bucket used)
+  int64_t graph_replays = 0;        // decode steps run by replaying a graph
   double seconds = 0;
+  int64_t peak_kv_bytes() const { return peak_blocks_in_use * kv_block_bytes; }
 };
 
 class GenerationEngine {

@@ -1,29 +1,21 @@
-// Token choice from rows of logits: greedy, temperature, top-k, top-p (nucleus) and min-p, with the
-// log-probability of the chosen token under the unmodified model distribution (GRPO needs it).
+// Token choice for the generation engine: per-request sampling settings become per-row tensors,
+// ops::sample_tokens chooses on the logits' device (semantics in ops/token_sampling.h), and only
+// the chosen ids and their log-probabilities come back to the host.
 //
-// Semantics (transformers' warper order: temperature, then top-k, then top-p, then min-p):
-// - greedy (temperature <= 0): argmax of the raw logits, ties to the lowest id (as torch.argmax).
-// - The candidates are ordered by raw logit, descending, ties by ascending id. Every filter keeps a
-//   prefix of that order:
-//   top-k keeps every token whose logit is >= the k-th largest (ties at the boundary are all kept,
-//   as TopKLogitsWarper); top-p keeps a token while the probability mass (at the temperature,
-//   renormalized over the top-k survivors) of the tokens before it is < top_p, i.e. the smallest
-//   prefix whose mass is >= top_p, never fewer than one token (TopPLogitsWarper); min-p keeps
-//   tokens with p >= min_p * p_max (MinPLogitsWarper).
-// - The draw: one uniform u in [0, 1) per step from the sample's own generator; the token is the
-// first
-//   of the kept prefix whose cumulative mass exceeds u * (mass of the kept prefix) (inverse CDF).
-// - Uniform: u = (gen.random64() >> 11) * 2^-53 from an at::CPUGeneratorImpl seeded with
-//   sample_seed(request seed, sample index) = splitmix64(splitmix64(seed) + sample index).
+// Randomness is counter-based: the uniform of a draw is a hash of (request seed, sample index,
+// token position), with no generator state. A sample's tokens therefore do not depend on batch
+// size, on which other prompts share its steps, or on preemption and recomputation:
+//   u = (splitmix64(sample_seed(seed, sample) ^ splitmix64(position)) >> 11) * 2^-53,
+//   sample_seed(seed, sample) = splitmix64(splitmix64(seed) + sample).
 #pragma once
 
 #include <ATen/Tensor.h>
-#include <ATen/core/Generator.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "generation/sampling.h"
+#include "ops/token_sampling.h"
 
 namespace rqat::generation {
 
@@ -38,26 +30,36 @@ struct TokenChoice {
 
 uint64_t splitmix64(uint64_t x);
 uint64_t sample_seed(uint64_t request_seed, uint64_t sample_index);
-at::Generator make_sample_generator(uint64_t request_seed, uint64_t sample_index);  // CPU generator
-double next_uniform(at::Generator& gen);  // one draw in [0, 1)
+// The uniform in [0, 1) of the draw of token `position` (0 = first generated token).
+double sample_uniform(uint64_t request_seed, uint64_t sample_index, uint64_t position);
 
 // Checks the ranges of temperature, top_k, top_p and min_p; errors are one line naming the field.
 void validate_sampling(const SamplingParams& params);
 
-// The kept candidates of one row after temperature/top-k/top-p/min-p, in sampling order (logit
-// descending, ties by id). logits: (V) float32. For greedy params: the argmax alone.
+// Per-row settings on `device`, built on the host and moved in one copy.
+ops::SamplingTensors sampling_tensors(const std::vector<const SamplingParams*>& params,
+                                      const std::vector<double>& uniforms, c10::Device device);
+
+// The kept candidates of one row (V) after temperature/top-k/top-p/min-p, in candidate order
+// (logit descending, ties by id). For greedy params: the argmax alone.
 std::vector<int32_t> kept_tokens(const at::Tensor& logits, const SamplingParams& params);
 
-// Chooses one token for each row of logits (B, V) (any float dtype, any device). params[b] and
-// gens[b] belong to row b; gens[b] is not touched for greedy rows (and may be null there). Batched
-// tensor ops do the per-row reductions (max, log-sum-exp, softmax at the temperature); the filters
-// and the draw run on the host on the CPU copy.
+// One token for each row of logits (B, V) (any float dtype, any device): params[b] and
+// uniforms[b] belong to row b (the uniform is ignored for greedy rows). Only the (B) results are
+// copied to the host; *host_bytes, when given, grows by their size. A row whose logits are not
+// finite is a one-line error.
 std::vector<TokenChoice> sample_rows(const at::Tensor& logits,
                                      const std::vector<const SamplingParams*>& params,
-                                     const std::vector<at::Generator*>& gens);
+                                     const std::vector<double>& uniforms,
+                                     int64_t* host_bytes = nullptr);
+
+// Copies chosen tokens (from ops::sample_tokens) to the host: the engine's one device-to-host copy
+// of a step; *host_bytes, when given, grows by its size. Rows whose log-probability is not finite
+// (NaN or infinite logits) are a one-line error.
+std::vector<TokenChoice> fetch_choices(const ops::SampledTokens& chosen,
+                                       int64_t* host_bytes = nullptr);
 
 // One row (V): convenience wrapper of sample_rows.
-TokenChoice sample_token(const at::Tensor& logits, const SamplingParams& params,
-                         at::Generator* gen);
+TokenChoice sample_token(const at::Tensor& logits, const SamplingParams& params, double uniform);
 
 }  // namespace rqat::generation

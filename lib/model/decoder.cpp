@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <limits>
 
 #include "io/error.h"
 #include "model/activation_checkpoint.h"
@@ -23,12 +22,6 @@ at::Tensor attention_mask_for(const at::Tensor& query_index, const at::Tensor& k
   auto allowed = at::logical_and(keys <= q, key_valid.unsqueeze(1));
   allowed = at::logical_or(allowed, keys == q);
   return allowed.unsqueeze(1);
-}
-
-// The decode path adds the mask to the scores: 0 where allowed, -inf elsewhere.
-at::Tensor additive_from(const at::Tensor& allowed, at::ScalarType dtype) {
-  return at::zeros(allowed.sizes(), allowed.options().dtype(dtype))
-      .masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity());
 }
 
 at::Tensor positions_from_mask(const at::Tensor& mask) {
@@ -60,7 +53,7 @@ at::Tensor CausalLM::run_layers(at::Tensor x, const AttentionContext& ctx) {
   for (size_t i = 0; i < model->layers->size(); ++i) {
     auto* layer = model->layers->ptr<DecoderLayer>(i).get();
     const auto index = static_cast<int64_t>(i);
-    if (activation_checkpointing_ && ctx.cache == nullptr) {
+    if (activation_checkpointing_ && ctx.paged == nullptr) {
       // The context is copied into the recompute closure: it must outlive this forward.
       x = checkpointed_block(
           [layer, ctx, index](const at::Tensor& in) { return layer->forward(in, ctx, index); }, x);
@@ -82,8 +75,6 @@ AttentionContext CausalLM::sequence_context(const at::Tensor& input_ids,
   auto query_index =
       at::arange(input_ids.size(1), input_ids.options().dtype(at::kLong)).expand_as(input_ids);
   ctx.mask = attention_mask_for(query_index, mask, input_ids.size(1));
-  if (input_ids.size(1) == 1)
-    ctx.additive_mask = additive_from(ctx.mask, options_.dtype().toScalarType());
   ctx.key_length = input_ids.size(1);
   return ctx;
 }
@@ -107,85 +98,35 @@ at::Tensor CausalLM::logits(const at::Tensor& hidden) {
   return lm_head ? lm_head->forward(hidden) : at::linear(hidden, model->embed_tokens->weight);
 }
 
-at::Tensor CausalLM::forward_cached(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                                    const std::vector<int64_t>& slots, KVCache& cache,
-                                    bool last_only) {
-  const int64_t batch = input_ids.size(0), steps = input_ids.size(1);
-  if (static_cast<int64_t>(slots.size()) != batch) {
-    fail("forward_cached: {} slots for {} rows", slots.size(), batch);
-  }
-  auto mask =
-      attention_mask.defined() ? attention_mask.to(at::kBool) : at::ones_like(input_ids, at::kBool);
+at::Tensor CausalLM::forward_paged(const PagedStep& step, PagedKVCache& cache) {
+  const int64_t batch = step.input_ids.size(0), steps = step.input_ids.size(1);
   AttentionContext ctx;
-  ctx.cache = &cache;
-  ctx.leading_slots = true;
-  std::vector<int64_t> starts, first_position;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t slot = slots[b];
-    if (slot < 0 || slot >= cache.slots()) {
-      fail("forward_cached: slot {} outside the cache's {}", slot, cache.slots());
-    }
-    const int64_t start = cache.length[slot];
-    if (start + steps > cache.capacity()) {
-      fail("KV cache slot {} is full: {} + {} tokens exceed its capacity {}", slot, start, steps,
-           cache.capacity());
-    }
-    ctx.leading_slots = ctx.leading_slots && slot == b;
-    starts.push_back(start);
-    first_position.push_back(cache.next_position[slot]);
-    ctx.key_length = std::max(ctx.key_length, start + steps);
-  }
-  const bool same_start =
-      std::all_of(starts.begin(), starts.end(), [&](int64_t s) { return s == starts[0]; });
-  if (ctx.leading_slots && same_start) ctx.common_start = starts[0];
-  const auto device = input_ids.device();
-  if (ctx.common_start >= 0) {
-    cache.valid.narrow(0, 0, batch).narrow(1, ctx.common_start, steps).copy_(mask);
-  } else {
-    // Cache position of each new token: (B, T), and the slot of each row.
-    ctx.write_positions = at::tensor(starts, at::kLong).to(device).unsqueeze(1) +
-                          at::arange(steps, input_ids.options().dtype(at::kLong));
-    ctx.slot_index = at::tensor(slots, at::kLong).to(device);
-    cache.valid.index_put_({ctx.slot_index.view({batch, 1}), ctx.write_positions}, mask);
-  }
-
+  ctx.paged = &cache;
+  ctx.slot_mapping = step.slot_mapping;
+  ctx.block_tables = step.block_tables;
+  ctx.context_lens = step.context_lens;
+  ctx.fresh_sequences = step.fresh_sequences;
+  ctx.key_length = step.fresh_sequences ? steps : step.max_context;
   const auto dtype = options_.dtype().toScalarType();
-  auto first = at::tensor(first_position, at::kLong).to(device).unsqueeze(1);
-  if (steps == 1 && !attention_mask.defined() && ctx.common_start >= 0) {
-    // The usual decode step: every row appends one real token at the same cache position, so all
-    // its valid cached keys precede it and the mask is just the valid flags.
-    const int64_t last_position = *std::max_element(first_position.begin(), first_position.end());
-    std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin_lookup(first, last_position, dtype);
-    ctx.mask = cache.valid.narrow(0, 0, batch)
-                   .narrow(1, 0, ctx.key_length)
-                   .view({batch, 1, 1, ctx.key_length});
-  } else {
-    std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin(positions_from_mask(mask) + first, dtype);
-    auto key_valid = ctx.leading_slots ? cache.valid.narrow(0, 0, batch)
-                                       : cache.valid.index_select(0, ctx.slot_index);
-    auto write_positions = ctx.common_start >= 0
-                               ? at::arange(steps, input_ids.options().dtype(at::kLong))
-                                     .add_(ctx.common_start)
-                                     .expand({batch, steps})
-                               : ctx.write_positions;
-    ctx.mask =
-        attention_mask_for(write_positions, key_valid.narrow(1, 0, ctx.key_length), ctx.key_length);
+  std::tie(ctx.cos, ctx.sin) = rotary_.cos_sin_lookup(step.positions, step.max_position, dtype);
+  if (steps > 1) {
+    // Key j is visible to the token at position p of row b when j <= p and j < context_lens[b]
+    // (padding tokens repeat their row's last position, so they see that row's keys only).
+    auto keys = at::arange(ctx.key_length, step.positions.options()).view({1, 1, -1});
+    auto visible = (keys <= step.positions.unsqueeze(-1))
+                       .logical_and_(keys < step.context_lens.to(at::kLong).view({batch, 1, 1}));
+    ctx.mask = visible.unsqueeze(1);
   }
-  if (steps == 1) ctx.additive_mask = additive_from(ctx.mask, dtype);
-
-  auto hidden = run_layers(model->embed_tokens->forward(input_ids), ctx);
-  // Without a mask every new token is real; otherwise count them (one copy to the host).
-  const auto real_tokens = attention_mask.defined() ? mask.sum(1).to(at::kCPU) : at::Tensor();
-  for (int64_t b = 0; b < batch; ++b) {
-    cache.length[slots[b]] += steps;
-    cache.next_position[slots[b]] +=
-        real_tokens.defined() ? real_tokens.data_ptr<int64_t>()[b] : steps;
+  auto hidden = run_layers(model->embed_tokens->forward(step.input_ids), ctx);
+  if (steps > 1) {
+    const auto index = step.last_index.view({batch, 1, 1}).expand({batch, 1, hidden.size(2)});
+    hidden = hidden.gather(1, index);
   }
-  return logits(last_only ? hidden.narrow(1, steps - 1, 1) : hidden);
+  return logits(hidden.select(1, 0));
 }
 
-KVCache CausalLM::make_cache(int64_t slots, int64_t capacity) const {
-  return KVCache(config_, slots, capacity, options_);
+PagedKVCache CausalLM::make_paged_cache(int64_t num_blocks, int64_t block_size) const {
+  return PagedKVCache(config_, num_blocks, block_size, options_);
 }
 
 std::vector<LinearSlot> CausalLM::linear_layers(bool include_lm_head) {

@@ -1,7 +1,7 @@
 // The decoder-only causal language model shared by qwen2, qwen3 and llama checkpoints:
 // embedding -> N x (RMSNorm, GQA attention, RMSNorm, SwiGLU) -> RMSNorm -> lm_head (tied or not).
-// Two entry points: a full-sequence forward (training, scoring) and a cached incremental forward
-// (prefill and decode for generation). Parameter names match Hugging Face's state dict.
+// Two entry points: a full-sequence forward (training, scoring) and the forward over the paged KV
+// cache (prefill and decode for generation). Parameter names match Hugging Face's state dict.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "model/kv_cache.h"
 #include "model/layers.h"
 #include "model/model_config.h"
+#include "model/paged_step.h"
 #include "model/rotary.h"
 
 namespace rqat::model {
@@ -40,13 +40,11 @@ class CausalLM : public torch::nn::Module {
     return logits(hidden_states(input_ids, attention_mask));
   }
 
-  // Appends row b's tokens (input_ids[b], masked by attention_mask[b]) to cache slot slots[b] and
-  // returns their logits (B, T, vocab), or only the last position's (B, 1, vocab) when last_only
-  // (a prefill then skips the lm_head on every prompt position). Decode is a call with T = 1.
-  at::Tensor forward_cached(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                            const std::vector<int64_t>& slots, KVCache& cache,
-                            bool last_only = false);
-  KVCache make_cache(int64_t slots, int64_t capacity) const;
+  // The generation engine's forward over the paged cache: writes the step's keys and values into
+  // `cache` at step.slot_mapping and returns the logits of each row's last new token, (B, vocab).
+  // Sequence lengths are the caller's to advance.
+  at::Tensor forward_paged(const PagedStep& step, PagedKVCache& cache);
+  PagedKVCache make_paged_cache(int64_t num_blocks, int64_t block_size) const;
 
   // Block-wise access for calibration (ptq runs one decoder block at a time over all samples):
   // the attention context of a full-sequence forward, the token embeddings, and the blocks.

@@ -7,6 +7,7 @@
 
 #include "model/rotary.h"
 #include "ops/attention.h"
+#include "ops/paged_attention.h"
 #include "ops/rms_norm.h"
 
 namespace rqat::model {
@@ -77,42 +78,34 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx,
   k = apply_rotary(k.transpose(1, 2), ctx.cos, ctx.sin);  // (B, kv_heads, T, D)
   v = v.transpose(1, 2);
 
-  if (ctx.cache != nullptr) {
-    // One scatter per tensor writes every row's new keys at its own slot and positions; indices
-    // (B, 1) and (B, T) around the head dimension address values laid out as (B, T, kv_heads, D).
-    using at::indexing::Slice;
-    auto& cache_k = ctx.cache->keys[layer_index];
-    auto& cache_v = ctx.cache->values[layer_index];
-    if (ctx.common_start >= 0) {  // the usual decode step: one block copy per tensor
-      cache_k.narrow(0, 0, batch).narrow(2, ctx.common_start, steps).copy_(k);
-      cache_v.narrow(0, 0, batch).narrow(2, ctx.common_start, steps).copy_(v);
-    } else {
-      const auto rows = ctx.slot_index.view({batch, 1});
-      cache_k.index_put_({rows, Slice(), ctx.write_positions}, k.permute({0, 2, 1, 3}));
-      cache_v.index_put_({rows, Slice(), ctx.write_positions}, v.permute({0, 2, 1, 3}));
-    }
-    if (ctx.leading_slots) {
-      k = cache_k.narrow(0, 0, batch).narrow(2, 0, ctx.key_length);
-      v = cache_v.narrow(0, 0, batch).narrow(2, 0, ctx.key_length);
-    } else {
-      k = cache_k.index_select(0, ctx.slot_index).narrow(2, 0, ctx.key_length);
-      v = cache_v.index_select(0, ctx.slot_index).narrow(2, 0, ctx.key_length);
-    }
-  }
-  at::Tensor out;
-  if (steps == 1) {
-    // Decode: one query per row. Grouping the query heads of each kv head into one batched matmul
-    // avoids SDPA's per-call set-up and its repeat of k/v for GQA, which dominate at this size.
-    const int64_t groups = heads_ / kv_heads_;
-    auto scores = at::matmul(q.view({batch, kv_heads_, groups, head_dim_}), k.transpose(-1, -2));
-    scores = scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_))).add_(ctx.additive_mask);
-    auto probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-    out = at::matmul(probs, v).view({batch, heads_, 1, head_dim_});
-  } else {
-    out = ops::attention(q, k, v, ctx.mask);
-  }
+  if (ctx.paged != nullptr) return o_proj->forward(paged_attention(q, k, v, ctx, layer_index));
+  auto out = ops::attention(q, k, v, ctx.mask);
   out = out.transpose(1, 2).reshape({batch, steps, heads_ * head_dim_});
   return o_proj->forward(out);
+}
+
+at::Tensor Attention::paged_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const AttentionContext& ctx, int64_t layer_index) {
+  const int64_t batch = q.size(0), steps = q.size(2);
+  auto& pool_k = ctx.paged->keys[layer_index];
+  auto& pool_v = ctx.paged->values[layer_index];
+  // (B, kv, T, D) -> (B * T, kv, D) rows of the pool viewed as (blocks * block_size, kv, D).
+  pool_k.view({-1, kv_heads_, head_dim_})
+      .index_copy_(0, ctx.slot_mapping, k.transpose(1, 2).reshape({-1, kv_heads_, head_dim_}));
+  pool_v.view({-1, kv_heads_, head_dim_})
+      .index_copy_(0, ctx.slot_mapping, v.transpose(1, 2).reshape({-1, kv_heads_, head_dim_}));
+  at::Tensor out;
+  if (steps == 1) {
+    out = ops::paged_decode_attention(q.reshape({batch, heads_, head_dim_}), pool_k, pool_v,
+                                      ctx.block_tables, ctx.context_lens)
+              .view({batch, heads_, 1, head_dim_});
+  } else if (ctx.fresh_sequences) {
+    out = ops::attention(q, k, v, ctx.mask);
+  } else {
+    out = ops::attention(q, ops::gather_paged(pool_k, ctx.block_tables, ctx.key_length),
+                         ops::gather_paged(pool_v, ctx.block_tables, ctx.key_length), ctx.mask);
+  }
+  return out.transpose(1, 2).reshape({batch, steps, heads_ * head_dim_});
 }
 
 Mlp::Mlp(const ModelConfig& c, const at::TensorOptions& options) {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/model_config.h"
+#include "model/paged_kv_cache.h"
 
 namespace rqat::model {
 
@@ -31,15 +31,19 @@ class RMSNorm : public torch::nn::Module {
 
 // Where the current tokens sit and what they may attend to, shared by all layers of one forward.
 struct AttentionContext {
-  at::Tensor cos, sin;       // (B, T, head_dim)
-  at::Tensor mask;           // bool (B, 1, T, keys): true where attention is allowed
-  at::Tensor additive_mask;  // T == 1 only: (B, 1, 1, keys) 0 where allowed, -inf elsewhere
-  KVCache* cache = nullptr;
-  at::Tensor slot_index;       // int64 (B): cache slot of each row
-  at::Tensor write_positions;  // int64 (B, T): cache position of each new token
-  bool leading_slots = false;  // slots are 0..B-1: cached keys are read as a view, not gathered
-  int64_t common_start = -1;   // with leading_slots: every row writes at this position (else -1)
-  int64_t key_length = 0;      // keys attended to (cache positions [0, key_length))
+  at::Tensor cos, sin;     // (B, T, head_dim)
+  at::Tensor mask;         // bool (B, 1, T, keys): true where attention is allowed
+  int64_t key_length = 0;  // keys attended to (positions [0, key_length))
+
+  // The paged KV cache of generation (null for a plain forward): each new token's keys and values
+  // go to pool row slot_mapping[b * T + t]; decode steps attend through block_tables/context_lens,
+  // prefill chunks through the gathered positions [0, key_length) under `mask`, or, when every row
+  // starts at position 0 (fresh_sequences), to the new keys directly.
+  PagedKVCache* paged = nullptr;
+  at::Tensor slot_mapping;  // int64 (B * T)
+  at::Tensor block_tables;  // int32 (B, max_blocks)
+  at::Tensor context_lens;  // int32 (B)
+  bool fresh_sequences = false;
 };
 
 // A named Linear inside a module, so quantization can find and replace it.
@@ -61,6 +65,10 @@ class Attention : public torch::nn::Module {
   std::shared_ptr<RMSNorm> q_norm, k_norm;  // qwen3 only
 
  private:
+  // q: (B, heads, T, D), k, v: (B, kv_heads, T, D) after rotation -> (B, T, heads * D).
+  at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const AttentionContext& ctx, int64_t layer_index);
+
   int64_t heads_, kv_heads_, head_dim_;
 };
 

@@ -284,7 +284,7 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
       requests.push_back(std::move(r));
     }
     policy.model->eval();
-    generation::GenerationEngine engine(*policy.model, tokenizer, {o.rollout_batch});
+    generation::GenerationEngine engine(*policy.model, tokenizer, o.rollout);
     const auto rollouts = engine.generate(requests);
     policy.model->train();
     const double rollout_seconds = seconds_since(step_start);

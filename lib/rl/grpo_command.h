@@ -61,8 +61,8 @@ struct GrpoCommandOptions {
   double top_p = 1.0;
   int64_t top_k = 0;
   int64_t max_new_tokens = 1024;
-  int64_t rollout_batch = 64;   // sequences decoded together
-  std::string reward = "math";  // rl/rewards.h spec, e.g. "math+format:0.1"
+  generation::EngineOptions rollout{.max_batch = 64};  // rollout batch and KV budget
+  std::string reward = "math";                         // rl/rewards.h spec, e.g. "math+format:0.1"
   // Objective.
   AdvantageMode advantage = AdvantageMode::kGroupNormalized;
   GrpoLossOptions loss;

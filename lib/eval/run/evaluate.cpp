@@ -72,7 +72,8 @@ std::vector<std::string> render_prompts(const std::vector<BenchmarkProblem>& pro
 
 EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   if (options.out_dir.empty()) fail("--out is required");
-  if (options.max_batch < 1) fail("--max-batch must be >= 1, got {}", options.max_batch);
+  if (options.engine.max_batch < 1)
+    fail("--max-batch must be >= 1, got {}", options.engine.max_batch);
   auto problems = load_benchmark(options.data_path, options.benchmark);
   if (options.limit > 0 && options.limit < problems.size()) problems.resize(options.limit);
   if (problems.empty()) fail("{}: no problems to evaluate", options.data_path.string());
@@ -108,8 +109,7 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   out << fmt::format("eval-math: {} problems x {} samples of {} ({}) with {}\n", problems.size(),
                      options.sampling.n, options.benchmark.name, options.data_path.string(),
                      options.model_dir.string());
-  generation::EngineOptions engine_options;
-  engine_options.max_batch = options.max_batch;
+  generation::EngineOptions engine_options = options.engine;
   engine_options.show_progress = options.show_progress;
   generation::GenerationEngine engine(*model, tokenizer, engine_options);
   const auto results = engine.generate(requests);

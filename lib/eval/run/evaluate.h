@@ -16,6 +16,7 @@
 #include "eval/grader.h"
 #include "eval/run/sampling_protocol.h"
 #include "eval/sample_summary.h"
+#include "generation/generation_engine.h"
 
 namespace rqat::model {
 class CausalLM;
@@ -42,9 +43,9 @@ struct EvalRunOptions {
   std::size_t limit = 0;  // first N problems (0: all)
   PromptOptions prompt;
   SamplingSettings sampling;
-  std::vector<int> ks;  // pass@k / maj@k (empty: 1, 2, 4, ..., n)
-  int64_t max_batch = 16;
-  unsigned grade_threads = 0;  // 0: all cores
+  std::vector<int> ks;               // pass@k / maj@k (empty: 1, 2, 4, ..., n)
+  generation::EngineOptions engine;  // batch size and KV budget (show_progress is set below)
+  unsigned grade_threads = 0;        // 0: all cores
   GradeOptions grade;
   at::ScalarType dtype = at::kFloat;
   c10::Device device = c10::kCPU;
