@@ -44,7 +44,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Tokens of one prefill call (rows x positions): bounds activations and the (B, 1, T, keys) mask.
+// A GPU takes larger calls: fewer chunks that gather the cached positions again (256 prompts of 512
+// tokens are 4 calls there, 16 on the CPU budget).
 constexpr int64_t kPrefillTokenBudget = 8192;
+constexpr int64_t kPrefillTokenBudgetCuda = 32768;
 constexpr int64_t kMinPrefillChunk = 32;
 
 // One (request, sample) from admission to its end; kept across preemption.
@@ -269,9 +272,9 @@ std::vector<GenerationResult> GenerationEngine::generate(
     std::vector<at::Tensor> last(rows.size());
     int64_t most = 0;
     for (const auto& row : rows) most = std::max(most, static_cast<int64_t>(row.second.size()));
-    const int64_t chunk =
-        std::max(kMinPrefillChunk,
-                 kPrefillTokenBudget / std::max<int64_t>(1, static_cast<int64_t>(rows.size())));
+    const int64_t chunk = std::max(
+        kMinPrefillChunk, (device.is_cuda() ? kPrefillTokenBudgetCuda : kPrefillTokenBudget) /
+                              std::max<int64_t>(1, static_cast<int64_t>(rows.size())));
     for (int64_t t = 0; t < most; t += chunk) {
       std::vector<size_t> in_call;
       std::vector<const model::PagedSequence*> seqs;
