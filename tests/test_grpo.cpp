@@ -232,6 +232,13 @@ TEST_CASE("a GRPO run stopped by SIGTERM resumes to the uninterrupted run's numb
   CHECK(first.exit_code == 128 + SIGTERM);
   CHECK(first.steps_done == 3);
   o.trainer.resume = true;
+  // Every optimizer setting is part of the fingerprint: a changed one refuses to resume.
+  auto changed = o;
+  changed.trainer.adamw.beta2 = 0.95;
+  test::require_error([&] { rl::run_grpo_command(changed, log); }, {"--resume", "adam_beta2"});
+  changed = o;
+  changed.trainer.lr.min_lr_ratio = 0.5;
+  test::require_error([&] { rl::run_grpo_command(changed, log); }, {"--resume", "min_lr_ratio"});
   o.reward = "math+stop_after_192";  // same settings; the counter of the new reward starts over
   const auto second = rl::run_grpo_command(o, log);
   INFO(log.str());

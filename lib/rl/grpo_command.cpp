@@ -204,14 +204,7 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
         {"minibatches", o.minibatches},
         {"mask_truncated", o.mask_truncated},
         {"skip_degenerate_groups", o.skip_degenerate_groups}}},
-      {"optimizer",
-       {{"steps", o.trainer.steps},
-        {"lr", o.trainer.lr.peak_lr},
-        {"warmup_steps", o.trainer.lr.warmup_steps},
-        {"schedule", train::lr_decay_name(o.trainer.lr.decay)},
-        {"weight_decay", o.trainer.adamw.weight_decay},
-        {"max_grad_norm", o.trainer.max_grad_norm},
-        {"seed", o.trainer.seed}}}};
+      {"optimizer", train::trainer_fingerprint(o.trainer)}};
   if (!policy.lora_layers.empty())
     fingerprint["lora"] = {{"rank", o.lora.rank},
                            {"alpha", o.lora.alpha},

@@ -136,21 +136,6 @@ std::optional<int64_t> pick_separator_id(const tokenizer::Tokenizer& tokenizer) 
   return std::nullopt;
 }
 
-io::Json trainer_json(const TrainerOptions& t) {
-  return {{"steps", t.steps},
-          {"batch_size", t.batch_size},
-          {"seed", t.seed},
-          {"lr", t.lr.peak_lr},
-          {"warmup_steps", t.lr.warmup_steps},
-          {"schedule", lr_decay_name(t.lr.decay)},
-          {"min_lr_ratio", t.lr.min_lr_ratio},
-          {"adam_beta1", t.adamw.beta1},
-          {"adam_beta2", t.adamw.beta2},
-          {"adam_eps", t.adamw.eps},
-          {"weight_decay", t.adamw.weight_decay},
-          {"max_grad_norm", t.max_grad_norm}};
-}
-
 io::Json distill_json(const DistillOptions& d) {
   return {{"divergence", distill_divergence_name(d.divergence)},
           {"temperature", d.temperature},
@@ -282,7 +267,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
                           {"data", data_json(options.data, sequences)},
                           {"quant", plan.quantize ? spec.to_json() : io::Json(nullptr)},
                           {"scale_mode", scale_mode_name(options.fake_quant.mode)},
-                          {"trainer", trainer_json(options.trainer)}};
+                          {"trainer", trainer_fingerprint(options.trainer)}};
   if (teacher) fingerprint["distill"] = distill_json(options.distill);
   trainer_options.fingerprint = fingerprint;
 

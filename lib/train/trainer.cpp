@@ -11,6 +11,21 @@
 #include "train/training_run.h"
 
 namespace rqat::train {
+
+io::Json trainer_fingerprint(const TrainerOptions& t) {
+  return {{"steps", t.steps},
+          {"batch_size", t.batch_size},
+          {"seed", t.seed},
+          {"lr", t.lr.peak_lr},
+          {"warmup_steps", t.lr.warmup_steps},
+          {"schedule", lr_decay_name(t.lr.decay)},
+          {"min_lr_ratio", t.lr.min_lr_ratio},
+          {"adam_beta1", t.adamw.beta1},
+          {"adam_beta2", t.adamw.beta2},
+          {"adam_eps", t.adamw.eps},
+          {"weight_decay", t.adamw.weight_decay},
+          {"max_grad_norm", t.max_grad_norm}};
+}
 namespace fs = std::filesystem;
 
 namespace {

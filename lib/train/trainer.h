@@ -37,12 +37,12 @@ struct TrainerOptions {
   uint64_t seed = 0;              // data order
   LrSchedule lr;
   AdamWSettings adamw;
-  double max_grad_norm = 1.0;  // <= 0: no clipping
-  int64_t log_every = 1;        // progress line and "train" metrics row every N steps
-  int64_t eval_every = 0;       // evaluation every N steps (and at 0 and the end); 0: only 0/end
-  int64_t checkpoint_every = 0; // 0: only on a signal and at the end
+  double max_grad_norm = 1.0;    // <= 0: no clipping
+  int64_t log_every = 1;         // progress line and "train" metrics row every N steps
+  int64_t eval_every = 0;        // evaluation every N steps (and at 0 and the end); 0: only 0/end
+  int64_t checkpoint_every = 0;  // 0: only on a signal and at the end
   int keep_checkpoints = 2;
-  bool resume = false;          // continue from out_dir's latest checkpoint when there is one
+  bool resume = false;  // continue from out_dir's latest checkpoint when there is one
   int64_t pad_id = 0;
   c10::Device device = c10::kCPU;
   bool autocast_bf16 = false;  // CUDA: forward under bf16 autocast (master weights stay float32)
@@ -53,6 +53,10 @@ struct TrainerOptions {
   bool show_progress = true;
   std::string tool = "train";  // recorded in metrics.h5
 };
+
+// The optimization settings a resumed run must share with its checkpoint (steps, batch, seed,
+// schedule, AdamW, clipping), for every trainer's resume fingerprint and manifest.
+io::Json trainer_fingerprint(const TrainerOptions& options);
 
 // A micro-batch's contribution to the step (see the header comment): `loss` keeps the graph and
 // is already divided by the global batch's target tokens; `sums` are other per-token quantities
