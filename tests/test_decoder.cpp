@@ -99,16 +99,7 @@ TEST_CASE("paged sequences are independent and reuse freed blocks (continuous ba
   rqat::model::PagedSequence sa, sb, sc;
   auto run = [&](std::vector<rqat::model::PagedSequence*> seqs,
                  std::vector<std::span<const int32_t>> toks) {
-    std::vector<const rqat::model::PagedSequence*> view;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      REQUIRE(cache.reserve(*seqs[i], seqs[i]->length + static_cast<int64_t>(toks[i].size())));
-      view.push_back(seqs[i]);
-    }
-    auto logits =
-        model->forward_paged(rqat::model::make_paged_step(view, toks, block, at::kCPU), cache);
-    for (size_t i = 0; i < seqs.size(); ++i)
-      seqs[i]->length += static_cast<int64_t>(toks[i].size());
-    return logits;
+    return rqat::test::paged_forward(*model, cache, seqs, toks);
   };
   run({&sa}, {std::span(ta)});           // a long sequence: 5 blocks
   run({&sb}, {std::span(tb).first(3)});  // b's prompt: 2 blocks

@@ -11,7 +11,6 @@
 
 #include "model/decoder.h"
 #include "model/paged_kv_cache.h"
-#include "model/paged_step.h"
 #include "ops/attention.h"
 #include "ops/paged_attention.h"
 #include "test_util.h"
@@ -167,12 +166,7 @@ TEST_CASE("paged prefill in chunks, forks and decode equal the full forward") {
     REQUIRE(cache.reserve(sa, 9));
     REQUIRE(cache.reserve(sb, 4));
     auto run = [&](std::vector<PagedSequence*> seqs, std::vector<std::span<const int32_t>> toks) {
-      std::vector<const PagedSequence*> view(seqs.begin(), seqs.end());
-      auto step = rqat::model::make_paged_step(view, toks, block, at::kCPU);
-      auto logits = model->forward_paged(step, cache);
-      for (size_t i = 0; i < seqs.size(); ++i)
-        seqs[i]->length += static_cast<int64_t>(toks[i].size());
-      return logits;
+      return rqat::test::paged_forward(*model, cache, seqs, toks);
     };
     auto first = run({&sa, &sb}, {std::span(a).first(9), std::span(b).first(4)});
     CHECK(max_diff(first[0], full_a[8]) < 1e-5);

@@ -98,6 +98,21 @@ std::vector<int32_t> random_tokens(int64_t length, uint64_t seed, int64_t vocab)
   return std::vector<int32_t>(data, data + length);
 }
 
+at::Tensor paged_forward(model::CausalLM& model, model::PagedKVCache& cache,
+                         const std::vector<model::PagedSequence*>& seqs,
+                         const std::vector<std::span<const int32_t>>& tokens) {
+  std::vector<const model::PagedSequence*> view;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    REQUIRE(cache.reserve(*seqs[i], seqs[i]->length + static_cast<int64_t>(tokens[i].size())));
+    view.push_back(seqs[i]);
+  }
+  auto logits = model.forward_paged(
+      model::make_paged_step(view, tokens, cache.block_size(), model.options().device()), cache);
+  for (size_t i = 0; i < seqs.size(); ++i)
+    seqs[i]->length += static_cast<int64_t>(tokens[i].size());
+  return logits;
+}
+
 at::Tensor paged_cached_logits(model::CausalLM& model, const at::Tensor& ids,
                                const at::Tensor& mask, int64_t prompt, int64_t block_size) {
   torch::NoGradGuard no_grad;
@@ -114,12 +129,11 @@ at::Tensor paged_cached_logits(model::CausalLM& model, const at::Tensor& ids,
   auto out = at::zeros({batch, steps, model.config().vocab_size});
   // One call over the rows' real prompt tokens, then one per later column.
   auto run = [&](int64_t first_column, int64_t end_column, int64_t logits_column) {
-    std::vector<const model::PagedSequence*> view;
+    std::vector<model::PagedSequence*> in_seqs;
     std::vector<std::span<const int32_t>> tokens;
     std::vector<int64_t> in_call;
     for (int64_t b = 0; b < batch; ++b) {
-      auto& seq = seqs[static_cast<size_t>(b)];
-      int64_t begin = 0, n = 0;  // real tokens in [first_column, end_column)
+      int64_t begin = 0, n = 0;  // real tokens before first_column, and in [first, end)
       for (int64_t t = 0; t < end_column; ++t) {
         if (!real[b][t].item<bool>()) continue;
         if (t < first_column)
@@ -128,19 +142,15 @@ at::Tensor paged_cached_logits(model::CausalLM& model, const at::Tensor& ids,
           ++n;
       }
       if (n == 0) continue;
-      REQUIRE(cache.reserve(seq, seq.length + n));
-      view.push_back(&seq);
+      in_seqs.push_back(&seqs[static_cast<size_t>(b)]);
       tokens.push_back(std::span<const int32_t>(rows[static_cast<size_t>(b)])
                            .subspan(static_cast<size_t>(begin), static_cast<size_t>(n)));
       in_call.push_back(b);
     }
-    if (view.empty()) return;
-    const auto step = model::make_paged_step(view, tokens, block_size, at::kCPU);
-    const auto logits = model.forward_paged(step, cache);
-    for (size_t i = 0; i < in_call.size(); ++i) {
-      seqs[static_cast<size_t>(in_call[i])].length += static_cast<int64_t>(tokens[i].size());
+    if (in_seqs.empty()) return;
+    const auto logits = paged_forward(model, cache, in_seqs, tokens);
+    for (size_t i = 0; i < in_call.size(); ++i)
       out[in_call[i]][logits_column].copy_(logits[static_cast<int64_t>(i)]);
-    }
   };
   run(0, prompt, prompt - 1);
   for (int64_t t = prompt; t < steps; ++t) run(t, t + 1, t);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ model::ModelConfig tiny_config(model::Family family, bool tied);
 // or a skipped term changes the outputs.
 std::shared_ptr<model::CausalLM> random_tiny_model(model::Family family, bool tied,
                                                    uint64_t seed = 1);
+
+// Appends tokens[i] to seqs[i] through the paged forward: reserves their blocks (REQUIREd to fit),
+// runs one step, advances their lengths; returns each row's last logits (B, vocab).
+at::Tensor paged_forward(model::CausalLM& model, model::PagedKVCache& cache,
+                         const std::vector<model::PagedSequence*>& seqs,
+                         const std::vector<std::span<const int32_t>>& tokens);
 
 // The generation engine's path over a batch given as a (left-padded) full-sequence batch: each
 // row's real tokens among the first `prompt` columns are prefilled into a paged KV cache (blocks of

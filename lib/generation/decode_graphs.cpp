@@ -17,9 +17,7 @@ namespace rqat::generation {
 ops::SampledTokens decode_and_sample(model::CausalLM& model, model::PagedKVCache& cache,
                                      const model::PagedStep& step,
                                      const ops::SamplingTensors& sampling) {
-  auto logits = model.forward_paged(step, cache);
-  if (logits.scalar_type() != at::kFloat) logits = logits.to(at::kFloat);
-  return ops::sample_tokens(logits, sampling);
+  return ops::sample_tokens(model.forward_paged(step, cache), sampling);
 }
 
 #ifdef RQAT_WITH_CUDA

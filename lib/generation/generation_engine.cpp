@@ -417,7 +417,7 @@ std::vector<GenerationResult> GenerationEngine::generate(
       }
       // First tokens of every newly started sample, from its prompt's last logits.
       if (!starting.empty())
-        take(starting, ops::sample_tokens(at::stack(rows).to(at::kFloat), sampling_of(starting)));
+        take(starting, ops::sample_tokens(at::stack(rows), sampling_of(starting)));
       for (auto& rs : req_state) {
         if (rs.waiting == 0 && rs.prompt) drop_prompt(rs);
       }

@@ -86,15 +86,11 @@ std::vector<TokenChoice> sample_rows(const at::Tensor& logits,
                                      const std::vector<double>& uniforms, int64_t* host_bytes) {
   if (logits.dim() != 2)
     fail("sampling expects logits of shape (batch, vocab), got {} dims", logits.dim());
-  const int64_t batch = logits.size(0);
-  if (static_cast<int64_t>(params.size()) != batch)
-    fail("sample_rows: {} rows but {} params", batch, params.size());
-  std::vector<TokenChoice> out(static_cast<size_t>(batch));
-  if (batch == 0) return out;
-  auto x = logits.detach();
-  if (x.scalar_type() != at::kFloat) x = x.to(at::kFloat);
-  return fetch_choices(ops::sample_tokens(x, sampling_tensors(params, uniforms, x.device())),
-                       host_bytes);
+  if (static_cast<int64_t>(params.size()) != logits.size(0))
+    fail("sample_rows: {} rows but {} params", logits.size(0), params.size());
+  if (logits.size(0) == 0) return {};
+  return fetch_choices(
+      ops::sample_tokens(logits, sampling_tensors(params, uniforms, logits.device())), host_bytes);
 }
 
 std::vector<TokenChoice> fetch_choices(const ops::SampledTokens& chosen, int64_t* host_bytes) {

@@ -220,10 +220,11 @@ SampledTokens sample_tokens_ref(const at::Tensor& logits, const SamplingTensors&
 
 SampledTokens sample_tokens(const at::Tensor& logits, const SamplingTensors& s) {
   check_settings(logits, s);
-  if (s.all_greedy) return greedy_tokens(logits);
-  if (logits.device().is_cpu() && logits.scalar_type() == at::kFloat)
-    return sample_tokens_cpu(logits, s);
-  return sample_tokens_ref(logits, s);
+  // One conversion here for every caller: bf16 rows on the CPU take the kernel too.
+  const auto x = logits.detach().to(at::kFloat);
+  if (s.all_greedy) return greedy_tokens(x);
+  if (x.device().is_cpu()) return sample_tokens_cpu(x, s);
+  return sample_tokens_ref(x, s);
 }
 
 }  // namespace rqat::ops

@@ -43,9 +43,9 @@ struct SampledTokens {
   at::Tensor tempered_logprob;  // float32 (B)
 };
 
-// logits: (B, V), any float dtype. float32 CPU rows go to the fused kernel (one pass per filter
-// over each row, rows in parallel); everything else to sample_tokens_ref. Non-finite log-sum-exp
-// of a row is not checked here (the caller checks the returned log-probabilities).
+// logits: (B, V), any float dtype (computed in float32). CPU rows go to the fused kernel (one pass
+// per filter over each row, rows in parallel); everything else to sample_tokens_ref. Non-finite
+// log-sum-exp of a row is not checked here (the caller checks the returned log-probabilities).
 SampledTokens sample_tokens(const at::Tensor& logits, const SamplingTensors& settings);
 
 // ATen composites on any device (a stable sort per row): the reference, and the CUDA path.
