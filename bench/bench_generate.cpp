@@ -20,6 +20,7 @@
 #include "io/error.h"
 #include "io/json_file.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 
 namespace {
 
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
     runtime.apply_threads();
     const c10::Device device = runtime.resolved_device();
     const at::ScalarType dtype = runtime.resolved_dtype();
-    auto model = rqat::model::load_causal_lm(model_dir, {dtype, device});
+    auto model = rqat::quant::load_model(model_dir, {dtype, device});
     const auto json = rqat::io::read_json_file(prompts_file);
     std::vector<rqat::generation::GenerationRequest> requests;
     size_t longest = 0;

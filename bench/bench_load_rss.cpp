@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 
 namespace {
 
@@ -66,8 +67,8 @@ int main(int argc, char** argv) {
   const int64_t baseline_kb = proc_status_kb("VmRSS");
   const uint64_t checkpoint_bytes = rqat::io::CheckpointReader(dir).total_bytes();
 
-  auto model = mode == "mmap" ? rqat::model::load_causal_lm(dir, {dtype, c10::kCPU})
-                              : load_by_copy(dir, dtype);
+  auto model =
+      mode == "mmap" ? rqat::quant::load_model(dir, {dtype, c10::kCPU}) : load_by_copy(dir, dtype);
   torch::NoGradGuard no_grad;
   double checksum = 0;
   // Touch every page; sum() reduces in place, so no temporary copy inflates the peak.

@@ -188,10 +188,10 @@ TEST_CASE("plain text with separator lines, recorded with the split mode") {
   auto tok = byte_tokenizer(dir);
   write_bytes(dir / "s.txt", "abcdefgh\n<|endoftext|>\nijklmnop\nqr\n<|endoftext|>\n");
   auto options = options_for(dir / "s.txt", 2, 9, 0);
-  options.data.split = rqat::train::PlainTextSplit::kSeparatorLine;
+  options.data.split = rqat::data::PlainTextSplit::kSeparatorLine;
   const auto set = build_calibration_set(options, *tok);
   CHECK(set.record["format"] == "text");
-  CHECK(set.record["split"] == "separator_line");
+  CHECK(set.record["split"] == "separator");
   CHECK(set.record["separator_line"] == "<|endoftext|>");
   // 8 + 11 = 19 tokens: chunks [0, 9) and [9, 18) in some order; the first spans both documents.
   CHECK(set.sampling == "chunks");
@@ -243,7 +243,7 @@ TEST_CASE("TinyStories sample with the Qwen2.5 tokenizer: the record re-tokenize
   }
   auto tok = Tokenizer::load(qwen);
   auto options = options_for(stories, 6, 64, 3);
-  options.data.split = rqat::train::PlainTextSplit::kSeparatorLine;
+  options.data.split = rqat::data::PlainTextSplit::kSeparatorLine;
   const auto set = build_calibration_set(options, *tok);
 
   // The test's own split of the file: stories between "<|endoftext|>" lines, trimmed of blank

@@ -10,8 +10,8 @@
 #include "io/hdf5_columns.h"
 #include "io/json_file.h"
 #include "io/jsonl.h"
-#include "model/model_commands.h"
 #include "test_util.h"
+#include "tools/model_commands.h"
 
 using namespace rqat;
 
@@ -63,11 +63,11 @@ std::filesystem::path make_tiny_chat_model(const test::TempDir& dir,
     "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 2, "vocab_size": 151665, "rope_theta": 1000000.0,
     "tie_word_embeddings": true, "initializer_range": 0.3, "eos_token_id": 151645})");
-  model::InitModelOptions init;
+  tools::InitModelOptions init;
   init.config_json = dir / "config.json";
   init.out_dir = model_dir;
   init.seed = 7;
-  model::init_model_dir(init);
+  tools::init_model_dir(init);
   for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json"})
     std::filesystem::copy_file(tokenizer_dir / name, model_dir / name);
   return model_dir;

@@ -10,6 +10,7 @@
 #include "generation/generation_engine.h"
 #include "io/json_file.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 #include "test_util.h"
 
 namespace {
@@ -20,7 +21,7 @@ void check_case(const std::string& name) {
   const auto dir = std::filesystem::path(root) / name;
   REQUIRE(std::filesystem::exists(std::filesystem::path(root) / ".complete"));
   const auto fixture = rqat::io::read_json_file(dir / "generation.json");
-  auto model = rqat::model::load_causal_lm(dir / "model");
+  auto model = rqat::quant::load_model(dir / "model");
 
   std::vector<rqat::generation::GenerationRequest> requests;
   std::vector<std::vector<int32_t>> expected;

@@ -1,6 +1,6 @@
 // The packed GPTQ checkpoint format: bit packing for 2/3/4/8 bits against a plain bit-stream
 // reference and the reference packers' 3-bit interleave, v1/v2 zero-point storage, the refusals,
-// and a model-level round trip (RTN codes made here -> export -> load_causal_lm -> logits of the
+// and a model-level round trip (RTN codes made here -> export -> quant::load_model -> logits of the
 // model with the dequantized weights). The hidden test "[gptq_export_fixture]" writes exports for
 // tests/python/test_gptq_layout.py, which re-reads them with a numpy implementation of the layout.
 #include <ATen/ATen.h>
@@ -20,9 +20,10 @@
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "model/model_dir.h"
-#include "model/packed_gptq_linear.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/gptq_packing.h"
+#include "quant/load_model.h"
+#include "quant/packed_gptq_linear.h"
 #include "test_util.h"
 
 using namespace rqat;
@@ -447,9 +448,9 @@ TEST_CASE("GPTQ export loads back into rqat with the dequantized weights and the
     }
 
     // Loading: quantized layers are packed and compute with exactly the dequantized weights.
-    auto loaded = model::load_causal_lm(tmp.path());
+    auto loaded = quant::load_model(tmp.path());
     for (const auto& slot : loaded->linear_layers()) {
-      auto packed = std::dynamic_pointer_cast<model::PackedGptqLinear>(*slot.layer);
+      auto packed = std::dynamic_pointer_cast<quant::PackedGptqLinear>(*slot.layer);
       auto it = e.layers.find(slot.name);
       INFO(slot.name);
       REQUIRE((packed != nullptr) == (it != e.layers.end()));
@@ -477,7 +478,7 @@ TEST_CASE("GPTQ export loads back into rqat with the dequantized weights and the
     CHECK(at::equal(again.tensor(q_proj + ".qweight"), checkpoint.tensor(q_proj + ".qweight")));
     CHECK(at::equal(again.tensor(q_proj + ".qzeros"), checkpoint.tensor(q_proj + ".qzeros")));
     CHECK(at::equal(again.tensor(q_proj + ".scales"), checkpoint.tensor(q_proj + ".scales")));
-    CHECK(max_abs_diff(model::load_causal_lm(resaved.path())->forward(ids), expected) <= 1e-6);
+    CHECK(max_abs_diff(quant::load_model(resaved.path())->forward(ids), expected) <= 1e-6);
   }
 }
 
@@ -499,7 +500,7 @@ TEST_CASE("GPTQ export: the same layers left dense in every block, sharded weigh
                               "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj"}};
   CHECK(qc["modules_in_block_to_quantize"] == expected);
   CHECK(qc["dynamic"].size() == 2);
-  auto loaded = model::load_causal_lm(tmp.path());
+  auto loaded = quant::load_model(tmp.path());
   const at::Tensor ids = random_ids(101, 4);
   torch::NoGradGuard no_grad;
   CHECK(max_abs_diff(loaded->forward(ids), e.reference->forward(ids)) <= 1e-6);
@@ -563,7 +564,7 @@ TEST_CASE("GPTQ export and loading refuse inconsistent input with errors naming 
   io::Json written = io::read_json_file(tmp / "config.json");
   written["quantization_config"]["bits"] = 8;
   io::write_json_file(tmp / "config.json", written);
-  test::require_error([&] { model::load_causal_lm(tmp.path()); }, {v_proj + ".qweight", "8 bits"});
+  test::require_error([&] { quant::load_model(tmp.path()); }, {v_proj + ".qweight", "8 bits"});
 }
 
 // Not run by default: writes exports for tests/python/test_gptq_layout.py into
@@ -578,7 +579,7 @@ TEST_CASE("GPTQ export fixture for the Python layout test", "[.][gptq_export_fix
   for (const auto& c : export_cases()) {
     const std::filesystem::path dir = std::filesystem::path(root) / c.tag;
     const Exported e = export_case(c, dir, 11);
-    auto loaded = model::load_causal_lm(dir);
+    auto loaded = quant::load_model(dir);
     io::NamedTensors rqat_weights, reference_weights;
     io::Json quantized = io::Json::array();
     for (const auto& slot : loaded->linear_layers()) {

@@ -15,11 +15,11 @@
 #include "io/json_file.h"
 #include "model/init.h"
 #include "model/model_dir.h"
-#include "rl/grpo_command.h"
 #include "rl/policy_logprobs.h"
 #include "rl/rewards.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/grpo_command.h"
 #include "train/stop_request.h"
 
 #include <atomic>
@@ -80,12 +80,12 @@ std::filesystem::path write_toy_model(const test::TempDir& dir) {
   return model_dir;
 }
 
-rl::GrpoCommandOptions toy_options(const test::TempDir& dir, const std::filesystem::path& model,
-                                   rl::PolicyMode mode) {
-  rl::GrpoCommandOptions o;
+tools::GrpoCommandOptions toy_options(const test::TempDir& dir, const std::filesystem::path& model,
+                                      tools::PolicyMode mode) {
+  tools::GrpoCommandOptions o;
   o.mode = mode;
   o.model_dir = model;
-  o.out_dir = dir / fmt::format("out-{}", rl::policy_mode_name(mode));
+  o.out_dir = dir / fmt::format("out-{}", tools::policy_mode_name(mode));
   o.data = dir / "sums.jsonl";
   o.fields.name = "sums";
   o.fields.problem_fields = {"problem"};
@@ -97,11 +97,11 @@ rl::GrpoCommandOptions toy_options(const test::TempDir& dir, const std::filesyst
   o.temperature = 1.0;
   o.max_new_tokens = 1;
   o.trainer.steps = 80;
-  o.trainer.lr.peak_lr = mode == rl::PolicyMode::kQat ? 2e-2 : 1e-2;
+  o.trainer.lr.peak_lr = mode == tools::PolicyMode::kQat ? 2e-2 : 1e-2;
   o.trainer.lr.decay = train::LrDecay::kConstant;
   o.trainer.log_every = 10;
   o.trainer.seed = 1;
-  if (mode != rl::PolicyMode::kFull) {
+  if (mode != tools::PolicyMode::kFull) {
     o.bits = 4;
     o.spec.group_size = -1;
   }
@@ -162,26 +162,27 @@ TEST_CASE("GRPO learns one-digit sums in every policy mode", "[grpo][learning]")
   test::TempDir dir("grpo_toy");
   const auto model = write_toy_model(dir);
   std::cout << fmt::format("\n{:<8}{:>16}{:>16}\n", "mode", "reward 1-5", "reward 71-80");
-  for (auto mode : {rl::PolicyMode::kFull, rl::PolicyMode::kQat, rl::PolicyMode::kQlora}) {
-    INFO(rl::policy_mode_name(mode));
+  for (auto mode : {tools::PolicyMode::kFull, tools::PolicyMode::kQat, tools::PolicyMode::kQlora}) {
+    INFO(tools::policy_mode_name(mode));
     auto o = toy_options(dir, model, mode);
-    if (mode == rl::PolicyMode::kFull) {  // greedy eval-math on the prompts, before and after
+    if (mode == tools::PolicyMode::kFull) {  // greedy eval-math on the prompts, before and after
       o.eval_benchmark = "sums";
       o.eval_benchmark_data = (dir / "sums.jsonl").string();
       o.eval_limit = 9;
       o.eval_max_new_tokens = 1;
     }
     std::ostringstream log;
-    const auto result = rl::run_grpo_command(o, log);
+    const auto result = tools::run_grpo_command(o, log);
     INFO(log.str());
     REQUIRE(result.exit_code == 0);
     REQUIRE(result.mean_rewards.size() == 80);
     const double first = mean(result.mean_rewards, 0, 5), last = mean(result.mean_rewards, 70, 80);
-    std::cout << fmt::format("{:<8}{:>16.3f}{:>16.3f}\n", rl::policy_mode_name(mode), first, last);
+    std::cout << fmt::format("{:<8}{:>16.3f}{:>16.3f}\n", tools::policy_mode_name(mode), first,
+                             last);
     CHECK(last > first + 0.25);  // seeds 1-4 all clear it (smallest rise seen: 0.28)
     CHECK(std::filesystem::exists(o.out_dir / "model.safetensors"));
     CHECK(std::filesystem::exists(o.out_dir / "metrics.h5"));
-    if (mode == rl::PolicyMode::kFull) {
+    if (mode == tools::PolicyMode::kFull) {
       REQUIRE(result.last_eval.contains("accuracy"));
       CHECK(result.last_eval["step"] == 80);
       CHECK(std::filesystem::exists(o.out_dir / "eval-math" / "step-00000000" / "samples.jsonl"));
@@ -217,30 +218,30 @@ TEST_CASE("a GRPO run stopped by SIGTERM resumes to the uninterrupted run's numb
   // 3 steps of 8 prompts x 8 samples = 192 scored completions before the stop.
   rl::register_reward(
       "stop_after_192", [] { return std::make_unique<StopAfter>(192); }, 0.0);
-  auto o = toy_options(dir, model, rl::PolicyMode::kQat);
+  auto o = toy_options(dir, model, tools::PolicyMode::kQat);
   o.trainer.steps = 6;
   o.epochs = 2;
   o.minibatches = 2;
   o.trainer.checkpoint_every = 4;
   std::ostringstream log;
   o.out_dir = dir / "straight";
-  REQUIRE(rl::run_grpo_command(o, log).exit_code == 0);
+  REQUIRE(tools::run_grpo_command(o, log).exit_code == 0);
 
   o.out_dir = dir / "broken";
   o.reward = "math+stop_after_192";
-  const auto first = rl::run_grpo_command(o, log);
+  const auto first = tools::run_grpo_command(o, log);
   CHECK(first.exit_code == 128 + SIGTERM);
   CHECK(first.steps_done == 3);
   o.trainer.resume = true;
   // Every optimizer setting is part of the fingerprint: a changed one refuses to resume.
   auto changed = o;
   changed.trainer.adamw.beta2 = 0.95;
-  test::require_error([&] { rl::run_grpo_command(changed, log); }, {"--resume", "adam_beta2"});
+  test::require_error([&] { tools::run_grpo_command(changed, log); }, {"--resume", "adam_beta2"});
   changed = o;
   changed.trainer.lr.min_lr_ratio = 0.5;
-  test::require_error([&] { rl::run_grpo_command(changed, log); }, {"--resume", "min_lr_ratio"});
+  test::require_error([&] { tools::run_grpo_command(changed, log); }, {"--resume", "min_lr_ratio"});
   o.reward = "math+stop_after_192";  // same settings; the counter of the new reward starts over
-  const auto second = rl::run_grpo_command(o, log);
+  const auto second = tools::run_grpo_command(o, log);
   INFO(log.str());
   REQUIRE(second.exit_code == 0);
   CHECK(second.start_step == 3);
@@ -254,4 +255,79 @@ TEST_CASE("a GRPO run stopped by SIGTERM resumes to the uninterrupted run's numb
     CHECK(got[i]["loss"] == want[i]["loss"]);
     CHECK(got[i]["grad_norm"] == want[i]["grad_norm"]);
   }
+}
+
+namespace {
+
+// Changes the n-th setting (io::Role::kSetting) of an options declaration to another valid value
+// and records its name: counting the settings is running it with an n past the last.
+struct ChangeNthSetting {
+  int n = 0;
+  int seen = 0;
+  std::string name;
+
+  template <class T>
+  void value(T& field, std::string_view option, std::string_view,
+             io::Role role = io::Role::kSetting) {
+    if (role != io::Role::kSetting || seen++ != n) return;
+    name = option;
+    if constexpr (std::is_same_v<T, bool>)
+      field = !field;
+    else if constexpr (std::is_integral_v<T>)
+      field = field + 1;
+    else if constexpr (std::is_floating_point_v<T>)
+      field = field == 0 ? 0.05 : field * 0.5;
+    else if constexpr (std::is_same_v<T, std::string>)
+      field = field == "math" ? "math_boxed" : "math";  // the only string setting: --reward
+    else
+      field.push_back(".*q_proj");  // --lora-target-modules
+  }
+  template <class E, size_t N>
+  void choice(E& field, const EnumName<E> (&)[N], std::string_view option, std::string_view,
+              io::Role role = io::Role::kSetting) {
+    if (role != io::Role::kSetting || seen++ != n) return;
+    name = option;
+    field = static_cast<E>((static_cast<size_t>(field) + 1) % N);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("grpo --resume refuses a checkpoint when any declared setting changed",
+          "[grpo][resume]") {
+  test::TempDir dir("grpo_fingerprint");
+  const auto model = write_toy_model(dir);
+  auto o = toy_options(dir, model, tools::PolicyMode::kQat);
+  o.prompts_per_step = 2;
+  o.group_size = 2;
+  o.max_prompts = 8;
+  o.trainer.steps = 1;
+  o.out_dir = dir / "run";
+  std::ostringstream log;
+  REQUIRE(tools::run_grpo_command(o, log).exit_code == 0);
+  o.trainer.resume = true;
+  // Unchanged, the finished run resumes (and has nothing left to do).
+  REQUIRE(tools::run_grpo_command(o, log).exit_code == 0);
+
+  // Every setting of both declarations, one at a time.
+  int checked = 0;
+  for (int n = 0;; ++n) {
+    auto changed = o;
+    ChangeNthSetting change{n};
+    tools::GrpoCommandOptions::for_each(changed, change);
+    if (change.name.empty()) break;
+    INFO("--" << change.name);
+    test::require_error([&] { tools::run_grpo_command(changed, log); }, {"--resume", "different"});
+    ++checked;
+  }
+  for (int n = 0;; ++n) {
+    auto changed = o;
+    ChangeNthSetting change{n};
+    train::TrainerOptions::for_each(changed.trainer, change);
+    if (change.name.empty()) break;
+    INFO("--" << change.name);
+    test::require_error([&] { tools::run_grpo_command(changed, log); }, {"--resume", "different"});
+    ++checked;
+  }
+  CHECK(checked >= 35);  // 23 grpo settings and 12 trainer settings when this was written
 }

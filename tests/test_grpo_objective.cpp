@@ -125,6 +125,8 @@ Reference reference_loss(const Batch& batch, const GrpoLossOptions& o, bool with
     case LossAggregation::kConstantNormalizer:
       out.loss = total / (static_cast<double>(batch.b) * o.max_response_tokens);
       break;
+    case LossAggregation::kCount:  // not an aggregation
+      break;
   }
   if (out.tokens > 0) {
     out.clip_fraction = clipped / out.tokens;
@@ -252,10 +254,17 @@ TEST_CASE("ratio 1 gives minus the advantage-weighted mean for every aggregation
     const auto out = grpo_loss(logp, logp, mask, adv, options);
     INFO(rqat::rl::loss_aggregation_name(options.aggregation));
     CHECK(out.loss.item<double>() == Approx(expected[k]).margin(1e-14));
-    CHECK(out.clip_fraction == 0);
-    CHECK(out.mean_ratio == 1);
-    CHECK(out.kl == 0);
-    CHECK(out.tokens == 6);
+    CHECK(out.clip_fraction.item<double>() == 0);
+    CHECK(out.mean_ratio.item<double>() == 1);
+    CHECK(out.kl.item<double>() == 0);
+    CHECK(out.tokens.item<double>() == 6);
+    // Statistics stay on the device as 0-dim float64 tensors, detached: no host sync inside.
+    for (const at::Tensor& stat : {out.clip_fraction, out.mean_ratio, out.kl, out.tokens}) {
+      CHECK(stat.dim() == 0);
+      CHECK(stat.scalar_type() == at::kDouble);
+      CHECK(stat.device() == logp.device());
+      CHECK_FALSE(stat.requires_grad());
+    }
   }
 }
 
@@ -274,8 +283,9 @@ TEST_CASE("clipped tokens: hand-computed loss, clip fraction and exact zero grad
   options.aggregation = LossAggregation::kTokenMean;
   const auto out = grpo_loss(fresh, old, mask, adv, options);
   CHECK(out.loss.item<double>() == Approx(0.4 / 8).margin(1e-14));
-  CHECK(out.clip_fraction == 0.25);
-  CHECK(out.mean_ratio == Approx((1.5 + 0.5 + 1 + 1.1 + 1.5 + 0.5 + 0.9 + 1) / 8).margin(1e-14));
+  CHECK(out.clip_fraction.item<double>() == 0.25);
+  CHECK(out.mean_ratio.item<double>() ==
+        Approx((1.5 + 0.5 + 1 + 1.1 + 1.5 + 0.5 + 0.9 + 1) / 8).margin(1e-14));
   out.loss.backward();
   // d/dnew of -r A / 8 is -r A / 8 where unclipped; exactly 0 where the clipped term is active,
   // while ratio 1.5 with A < 0 (outside the range but not clipped by the min) keeps its gradient.
@@ -296,7 +306,7 @@ TEST_CASE("clipped tokens: hand-computed loss, clip fraction and exact zero grad
   const at::Tensor fresh2 = (old + log_ratio).requires_grad_(true);
   const auto higher = grpo_loss(fresh2, old, mask, adv, options);
   CHECK(higher.loss.item<double>() == Approx((0.4 - 0.3) / 8).margin(1e-14));
-  CHECK(higher.clip_fraction == 0.125);
+  CHECK(higher.clip_fraction.item<double>() == 0.125);
   higher.loss.backward();
   CHECK(fresh2.grad()[0][0].item<double>() == Approx(-1.5 / 8).margin(1e-14));
 }
@@ -321,10 +331,10 @@ TEST_CASE("grpo loss matches a plain loop with KL and truncated importance sampl
         INFO("seed " << seed << " aggregation " << rqat::rl::loss_aggregation_name(aggregation)
                      << " variant " << variant);
         CHECK(out.loss.item<double>() == Approx(ref.loss).margin(1e-12));
-        CHECK(out.clip_fraction == Approx(ref.clip_fraction).margin(1e-15));
-        CHECK(out.mean_ratio == Approx(ref.mean_ratio).margin(1e-12));
-        CHECK(out.kl == Approx(ref.kl).margin(1e-12));
-        CHECK(out.tokens == ref.tokens);
+        CHECK(out.clip_fraction.item<double>() == Approx(ref.clip_fraction).margin(1e-15));
+        CHECK(out.mean_ratio.item<double>() == Approx(ref.mean_ratio).margin(1e-12));
+        CHECK(out.kl.item<double>() == Approx(ref.kl).margin(1e-12));
+        CHECK(out.tokens.item<double>() == ref.tokens);
         // The batch exercises both clip sides and a KL that is not tiny.
         CHECK(ref.clip_fraction > 0);
         if (with_ref) CHECK(ref.kl > 0.01);
@@ -395,8 +405,8 @@ TEST_CASE("masked-out positions may hold junk without effect", "[grpo]") {
       grpo_loss(fresh, batch.old_logp.masked_fill(off, nan), batch.mask, batch.adv, options,
                 batch.ref_logp.masked_fill(off, nan), batch.rollout_logp.masked_fill(off, -1e30));
   CHECK(dirty.loss.item<double>() == clean.loss.item<double>());
-  CHECK(dirty.kl == clean.kl);
-  CHECK(dirty.mean_ratio == clean.mean_ratio);
+  CHECK(dirty.kl.item<double>() == clean.kl.item<double>());
+  CHECK(dirty.mean_ratio.item<double>() == clean.mean_ratio.item<double>());
   dirty.loss.backward();
   CHECK(torch::isfinite(fresh.grad()).all().item<bool>());
   CHECK(fresh.grad().masked_select(off).abs().max().item<double>() == 0.0);
@@ -495,7 +505,7 @@ TEST_CASE("grpo loss rejects bad options and inputs naming the culprit", "[grpo]
   const at::Tensor fresh = logp.clone().requires_grad_(true);
   const auto empty = grpo_loss(fresh, logp, torch::zeros({2, 3}, torch::kBool), adv, options);
   CHECK(empty.loss.item<double>() == 0.0);
-  CHECK(empty.tokens == 0);
+  CHECK(empty.tokens.item<double>() == 0);
   empty.loss.backward();
   CHECK(fresh.grad().abs().max().item<double>() == 0.0);
 }

@@ -10,6 +10,7 @@
 
 #include "io/safetensors.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 #include "test_util.h"
 
 namespace {
@@ -27,7 +28,7 @@ std::filesystem::path fixture(const std::string& name) {
 
 void check_case(const std::string& name) {
   const auto dir = fixture(name);
-  auto model = rqat::model::load_causal_lm(dir / "model");
+  auto model = rqat::quant::load_model(dir / "model");
   auto ref = rqat::io::SafetensorsFile::open(dir / "reference.safetensors");
   auto ids = ref->tensor("input_ids").to(at::kLong);
   auto mask = ref->tensor("attention_mask").to(at::kLong);

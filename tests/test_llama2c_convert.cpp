@@ -15,20 +15,21 @@
 
 #include "generation/generation_engine.h"
 #include "io/error.h"
-#include "model/llama2c_convert.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 #include "test_util.h"
 #include "tokenizer/llama2c_vocab.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/llama2c_convert.h"
 
 namespace fs = std::filesystem;
-using rqat::model::Llama2cHeader;
 using rqat::test::read_bytes;
 using rqat::test::require_error;
 using rqat::test::TempDir;
 using rqat::test::write_bytes;
 using rqat::tokenizer::TokenId;
 using rqat::tokenizer::Tokenizer;
+using rqat::tools::Llama2cHeader;
 
 namespace {
 
@@ -235,7 +236,7 @@ std::vector<std::vector<double>> run_c_logits(const Weights& w, const std::vecto
 
 // rqat's logits of the converted model, compared with run.c's; returns the largest difference.
 double max_logit_diff(const fs::path& model_dir, const Weights& w, const std::vector<int>& tokens) {
-  auto model = rqat::model::load_causal_lm(model_dir);
+  auto model = rqat::quant::load_model(model_dir);
   std::vector<int64_t> ids(tokens.begin(), tokens.end());
   torch::NoGradGuard no_grad;
   const at::Tensor logits =
@@ -264,9 +265,9 @@ Llama2cHeader tiny_header(bool shared) {
   return h;
 }
 
-rqat::model::Llama2cConvertOptions convert_options(const fs::path& checkpoint,
+rqat::tools::Llama2cConvertOptions convert_options(const fs::path& checkpoint,
                                                    const fs::path& out) {
-  rqat::model::Llama2cConvertOptions o;
+  rqat::tools::Llama2cConvertOptions o;
   o.checkpoint = checkpoint;
   o.out_dir = out;
   return o;
@@ -438,8 +439,8 @@ TEST_CASE("llama2.c v0 and v1 checkpoints convert to a Llama that computes run.c
     const Weights w = random_weights(tiny_header(shared), shared ? 11 : 12);
     write_bytes(dir / "v0.bin", v0_bytes(w));
     write_bytes(dir / "v1.bin", v1_bytes(w));
-    rqat::model::convert_llama2c(convert_options(dir / "v0.bin", dir / "hf0"));
-    rqat::model::convert_llama2c(convert_options(dir / "v1.bin", dir / "hf1"));
+    rqat::tools::convert_llama2c(convert_options(dir / "v0.bin", dir / "hf0"));
+    rqat::tools::convert_llama2c(convert_options(dir / "v1.bin", dir / "hf1"));
 
     const auto config = rqat::model::ModelConfig::load(dir / "hf0" / "config.json");
     CHECK(config.model_type == "llama");
@@ -458,8 +459,8 @@ TEST_CASE("llama2.c v0 and v1 checkpoints convert to a Llama that computes run.c
     CHECK(max_logit_diff(dir / "hf1", w, tokens) < 1e-4);
 
     // Both versions hold the same weights: the converted tensors are bit-identical.
-    const auto a = rqat::model::read_llama2c_checkpoint(dir / "v0.bin");
-    const auto b = rqat::model::read_llama2c_checkpoint(dir / "v1.bin");
+    const auto a = rqat::tools::read_llama2c_checkpoint(dir / "v0.bin");
+    const auto b = rqat::tools::read_llama2c_checkpoint(dir / "v1.bin");
     REQUIRE(a.tensors.size() == b.tensors.size());
     for (size_t i = 0; i < a.tensors.size(); ++i) {
       CHECK(a.tensors[i].first == b.tensors[i].first);
@@ -473,7 +474,7 @@ TEST_CASE("llama2.c v0 and v1 checkpoints convert to a Llama that computes run.c
 TEST_CASE("the rotary permutation moves pair (2i, 2i+1) of each head to (i, i + head/2)") {
   // Rows numbered by their index: head h, pair i, member m sits at row h*6 + 2i + m.
   const at::Tensor w = at::arange(12, at::kFloat).unsqueeze(1).repeat({1, 3});
-  const at::Tensor p = rqat::model::interleaved_to_half_rotary(w, 2);
+  const at::Tensor p = rqat::tools::interleaved_to_half_rotary(w, 2);
   const std::vector<float> expected = {0, 2, 4, 1, 3, 5, 6, 8, 10, 7, 9, 11};
   for (int64_t r = 0; r < 12; ++r) {
     for (int64_t c = 0; c < 3; ++c) CHECK(p[r][c].item<float>() == expected[r]);
@@ -487,8 +488,8 @@ TEST_CASE("damaged llama2.c checkpoints: one-line errors naming the file") {
   const fs::path file = dir / "model.bin";
   auto expect = [&](const std::string& bytes, std::initializer_list<std::string> needles) {
     write_bytes(file, bytes);
-    require_error([&] { rqat::model::read_llama2c_checkpoint(file); }, needles);
-    require_error([&] { rqat::model::convert_llama2c(convert_options(file, dir / "out")); },
+    require_error([&] { rqat::tools::read_llama2c_checkpoint(file); }, needles);
+    require_error([&] { rqat::tools::convert_llama2c(convert_options(file, dir / "out")); },
                   needles);
     CHECK_FALSE(fs::exists(dir / "out"));  // nothing written before the input is known good
   };
@@ -511,7 +512,7 @@ TEST_CASE("damaged llama2.c checkpoints: one-line errors naming the file") {
   const int32_t unknown = 7;
   std::memcpy(v1.data() + 4, &unknown, 4);
   expect(v1, {"model.bin", "unknown llama2.c checkpoint version 7"});
-  require_error([&] { rqat::model::read_llama2c_checkpoint(dir / "absent.bin"); },
+  require_error([&] { rqat::tools::read_llama2c_checkpoint(dir / "absent.bin"); },
                 {"absent.bin", "cannot open"});
 }
 
@@ -610,7 +611,7 @@ TEST_CASE("llama2.c tokenizer files: damaged or mismatched ones are refused") {
   write_bytes(dir / "model.bin", v0_bytes(w));
   auto options = convert_options(dir / "model.bin", dir / "out");
   options.tokenizer_bin = file;
-  require_error([&] { rqat::model::convert_llama2c(options); },
+  require_error([&] { rqat::tools::convert_llama2c(options); },
                 {"tok.bin", "272 tokens", "model.bin", "vocab_size 37"});
   CHECK_FALSE(fs::exists(dir / "out"));
 }
@@ -724,7 +725,7 @@ TEST_CASE("stories260K converts, computes run.c's logits and tells karpathy's gr
   TempDir dir("l2c_stories");
   auto options = convert_options(data / "stories260K.bin", dir / "hf");
   options.tokenizer_bin = data / "tok512.bin";
-  rqat::model::convert_llama2c(options);
+  rqat::tools::convert_llama2c(options);
 
   const auto tok = Tokenizer::load(dir / "hf");
   const Vocab vocab = parse_tokenizer_bin(read_bytes(data / "tok512.bin"));
@@ -741,7 +742,7 @@ TEST_CASE("stories260K converts, computes run.c's logits and tells karpathy's gr
   CHECK(diff < 1e-4);
 
   // Greedy generation from BOS with the generation engine.
-  auto model = rqat::model::load_causal_lm(dir / "hf");
+  auto model = rqat::quant::load_model(dir / "hf");
   rqat::generation::GenerationEngine engine(*model, tok);
   rqat::generation::GenerationRequest request;
   request.prompt_ids = {1};

@@ -21,9 +21,10 @@
 #include "model/linear.h"
 #include "model/lora_linear.h"
 #include "model/model_dir.h"
-#include "model/packed_gptq_linear.h"
 #include "quant/fake_quant_linear.h"
 #include "quant/gptq_packing.h"
+#include "quant/load_model.h"
+#include "quant/packed_gptq_linear.h"
 #include "quant/rtn.h"
 #include "test_util.h"
 #include "train/lora_model.h"
@@ -213,7 +214,7 @@ TEST_CASE("LoraLinear computes x W^T + b + scale x A^T B^T over each kind of bas
     auto q = rqat::quant::rtn_quantize(w, spec4(16, true));
     q.scales = q.scales.to(at::kHalf).to(at::kFloat);  // GPTQ stores float16 scales
     const auto packed = rqat::quant::pack_gptq_layer(q, "packed");
-    auto layer = std::make_shared<rqat::model::PackedGptqLinear>(
+    auto layer = std::make_shared<rqat::quant::PackedGptqLinear>(
         "packed", packed, 4, 16, rqat::quant::GptqFormat::kV1, in, out, true,
         at::TensorOptions(at::kFloat));
     at::NoGradGuard no_grad;
@@ -408,7 +409,7 @@ TEST_CASE("merge_lora reproduces the adapted logits and saves as a plain checkpo
 
     TempDir dir("lora_merged");
     rqat::model::save_causal_lm(*model, dir.path());
-    auto loaded = rqat::model::load_causal_lm(dir.path());
+    auto loaded = rqat::quant::load_model(dir.path());
     CHECK(at::equal(loaded->forward(ids), merged_logits));
   }
 }

@@ -99,7 +99,7 @@ TEST_CASE("config: bad fields give one-line errors naming the field") {
   bad([](Json& j) { j["num_hidden_layers"] = "two"; }, {"'num_hidden_layers'"});
   bad([](Json& j) { j["vocab_size"] = 1.5; }, {"'vocab_size'"});
   bad([](Json& j) { j["num_key_value_heads"] = 3; }, {"'num_key_value_heads'", "divide"});
-  bad([](Json& j) { j["model_type"] = "gpt2"; }, {"'model_type'", "gpt2", "qwen2, qwen3, llama"});
+  bad([](Json& j) { j["model_type"] = "gpt2"; }, {"'model_type'", "gpt2", "qwen2, qwen3 or llama"});
   bad([](Json& j) { j.erase("model_type"); }, {"'model_type'", "missing"});
   bad(
       [](Json& j) {

@@ -11,12 +11,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "data/text_dataset.h"
 #include "generation/generation_engine.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 #include "quant/ptq.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "train/text_dataset.h"
 #include "train/token_nll.h"
 
 using namespace rqat;
@@ -29,13 +30,13 @@ TEST_CASE("stories260K: held-out NLL after RTN, GPTQ and AWQ at W2/W3/W4", "[ptq
   auto tokenizer = tokenizer::Tokenizer::load(*model_dir);
 
   // Held-out text, scored in windows of 256 tokens.
-  train::TextDataOptions text;
+  data::TextDataOptions text;
   text.path = data / "tinystories_sample.txt";
-  const auto held_out = train::load_tokenized_dataset(text, *tokenizer);
+  const auto held_out = data::load_tokenized_dataset(text, *tokenizer);
   const auto windows = train::score_windows(held_out, 256);
 
   // Calibration: the model's own samples from BOS (seeded, temperature 1, EOS ignored).
-  auto fp_model = model::load_causal_lm(*model_dir);
+  auto fp_model = quant::load_model(*model_dir);
   at::Tensor calibration;
   {
     generation::GenerationRequest request;
@@ -63,7 +64,7 @@ TEST_CASE("stories260K: held-out NLL after RTN, GPTQ and AWQ at W2/W3/W4", "[ptq
     for (const char* method : {"rtn", "gptq", "awq"}) {
       std::string row = fmt::format("{:<6} {:>6}", method, group);
       for (int bits : {4, 3, 2}) {
-        auto model = model::load_causal_lm(*model_dir);
+        auto model = quant::load_model(*model_dir);
         quant::PtqOptions options;
         options.method = quant::parse_ptq_method(method);
         options.spec.bits = bits;

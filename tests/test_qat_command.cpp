@@ -12,7 +12,7 @@
 #include "model/model_dir.h"
 #include "quant/quant_state.h"
 #include "test_util.h"
-#include "train/qat_command.h"
+#include "tools/qat_command.h"
 
 using namespace rqat;
 
@@ -32,7 +32,7 @@ std::filesystem::path write_model(const test::TempDir& dir) {
   return dir / "model";
 }
 
-train::QatCommandOptions chat_options(const test::TempDir& dir,
+tools::QatCommandOptions chat_options(const test::TempDir& dir,
                                       const std::filesystem::path& model) {
   std::ofstream(dir / "chat.jsonl") << R"({"q": "1+1?", "a": "2, so \\boxed{2}"})"
                                     << "\n"
@@ -42,7 +42,7 @@ train::QatCommandOptions chat_options(const test::TempDir& dir,
                                     << "\n"
                                     << R"({"q": "4+4?", "a": "eight: \\boxed{8}"})"
                                     << "\n";
-  train::QatCommandOptions o;
+  tools::QatCommandOptions o;
   o.model_dir = model;
   o.out_dir = dir / "out";
   o.bits = 4;
@@ -51,7 +51,7 @@ train::QatCommandOptions chat_options(const test::TempDir& dir,
   o.data.use_chat_template = true;
   o.data.prompt_field = "q";
   o.data.response_field = "a";
-  o.sequences.layout = train::SequenceLayout::kBucketed;
+  o.sequences.layout = data::SequenceLayout::kBucketed;
   o.sequences.max_length = 64;
   o.trainer.steps = 3;
   o.trainer.batch_size = 2;
@@ -75,7 +75,7 @@ TEST_CASE("qat-sft on chat data with eval-math on a toy benchmark during trainin
   o.eval_math_limit = 2;
   o.eval_math_max_new_tokens = 4;
   std::ostringstream log;
-  const auto result = train::run_qat_command(o, log);
+  const auto result = tools::run_qat_command(o, log);
   INFO(log.str());
   REQUIRE(result.exit_code == 0);
   CHECK(log.str().find("4 documents") != std::string::npos);
@@ -105,7 +105,7 @@ TEST_CASE("--bits 16 trains in full precision and writes no quantized state", "[
   o.trainer.steps = 4;
   o.trainer.lr.peak_lr = 5e-3;
   std::ostringstream log;
-  REQUIRE(train::run_qat_command(o, log).exit_code == 0);
+  REQUIRE(tools::run_qat_command(o, log).exit_code == 0);
   CHECK_FALSE(std::filesystem::exists(o.out_dir / quant::kQuantStateFile));
   const auto train_rows = test::metrics_rows(o.out_dir, "train");
   REQUIRE(train_rows.size() == 4);
@@ -119,17 +119,17 @@ TEST_CASE("qat settings are checked before training", "[qat]") {
   std::ostringstream log;
   auto too_long = o;
   too_long.sequences.max_length = 1 << 20;
-  test::require_error([&] { train::run_qat_command(too_long, log); },
+  test::require_error([&] { tools::run_qat_command(too_long, log); },
                       {"--max-length", "max_position_embeddings"});
   auto state_init = o;
   state_init.init = train::QuantInit::kQuantState;
-  test::require_error([&] { train::run_qat_command(state_init, log); },
+  test::require_error([&] { tools::run_qat_command(state_init, log); },
                       {"--init state", "quant_state"});
   auto kd = o;
-  kd.objective = train::QatObjective::kKd;
-  test::require_error([&] { train::run_qat_command(kd, log); }, {"--teacher is required"});
+  kd.objective = tools::QatObjective::kKd;
+  test::require_error([&] { tools::run_qat_command(kd, log); }, {"--teacher is required"});
   auto odd_batch = o;
   odd_batch.trainer.batch_size = 5;  // more sequences per step than the 4 documents
-  test::require_error([&] { train::run_qat_command(odd_batch, log); }, {"--batch-size"});
+  test::require_error([&] { tools::run_qat_command(odd_batch, log); }, {"--batch-size"});
   CHECK_FALSE(std::filesystem::exists(o.out_dir / "model.safetensors"));
 }

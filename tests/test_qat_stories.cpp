@@ -15,9 +15,10 @@
 #include "generation/generation_engine.h"
 #include "io/json_file.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "train/qat_command.h"
+#include "tools/qat_command.h"
 
 using namespace rqat;
 
@@ -26,7 +27,7 @@ namespace {
 // `count` samples of the model from BOS (temperature 1, seeded), decoded, one JSONL line each.
 void write_teacher_samples(const std::filesystem::path& model_dir, const std::filesystem::path& out,
                            int count, int tokens) {
-  auto model = model::load_causal_lm(model_dir);
+  auto model = quant::load_model(model_dir);
   auto tokenizer = tokenizer::Tokenizer::load(model_dir);
   generation::GenerationRequest request;
   request.prompt_ids = {1};
@@ -46,17 +47,17 @@ struct Outcome {
 
 Outcome run_training(const std::filesystem::path& model_dir, const std::filesystem::path& data,
                      const std::filesystem::path& held_out, const std::filesystem::path& out,
-                     train::QatObjective objective) {
-  train::QatCommandOptions o;
+                     tools::QatObjective objective) {
+  tools::QatCommandOptions o;
   o.objective = objective;
   o.model_dir = model_dir;
   o.out_dir = out;
-  if (objective == train::QatObjective::kKd) o.teacher_dir = model_dir;
+  if (objective == tools::QatObjective::kKd) o.teacher_dir = model_dir;
   o.bits = 2;
   o.spec.group_size = 32;
   o.data.path = data;
   o.sequences.max_length = 128;
-  train::TextDataOptions eval;
+  data::TextDataOptions eval;
   eval.path = held_out;
   o.eval_data = eval;
   o.trainer.steps = 240;
@@ -67,7 +68,7 @@ Outcome run_training(const std::filesystem::path& model_dir, const std::filesyst
   o.trainer.log_every = 60;
   const auto start = std::chrono::steady_clock::now();
   std::ostringstream log;
-  const auto result = train::run_qat_command(o, log);
+  const auto result = tools::run_qat_command(o, log);
   std::cout << log.str();
   Outcome outcome;
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -95,9 +96,9 @@ TEST_CASE("stories260K at W2: qat-kd recovers held-out NLL, compared with qat-sf
 
   const auto held_out = data / "tinystories_sample.txt";
   const Outcome kd = run_training(*model_dir, dir / "traces.jsonl", held_out, dir / "kd",
-                                  train::QatObjective::kKd);
+                                  tools::QatObjective::kKd);
   const Outcome sft = run_training(*model_dir, dir / "traces.jsonl", held_out, dir / "sft",
-                                   train::QatObjective::kSft);
+                                   tools::QatObjective::kSft);
 
   const double fp = kd.teacher_nll, rtn = kd.nll_before;
   auto recovered = [&](double after) { return (rtn - after) / (rtn - fp); };

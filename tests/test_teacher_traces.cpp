@@ -12,13 +12,13 @@
 #include <tuple>
 
 #include "chat/chat_template.h"
+#include "data/teacher_traces.h"
+#include "data/text_dataset.h"
 #include "eval/run/evaluate.h"
 #include "io/json_file.h"
 #include "io/jsonl.h"
-#include "model/model_commands.h"
 #include "test_util.h"
-#include "train/teacher_traces.h"
-#include "train/text_dataset.h"
+#include "tools/model_commands.h"
 
 namespace {
 
@@ -80,11 +80,11 @@ TEST_CASE("traces: correct, finished, distinct samples in input order", "[traces
   TempDir dir("traces_filters");
   write_samples(dir);
   const std::string a = (dir / "a.jsonl").string(), b = (dir / "b.jsonl").string();
-  train::TraceOptions options;
+  data::TraceOptions options;
   options.inputs = {dir / "a.jsonl", dir / "b.jsonl"};
   options.out = dir / "out" / "traces.jsonl";
 
-  auto summary = train::write_teacher_traces(options);
+  auto summary = data::write_teacher_traces(options);
   CHECK(sources(options.out) ==
         std::vector<std::string>{a + ":1", a + ":5", a + ":7", a + ":8", b + ":1", b + ":2"});
   CHECK(summary.files == 2);
@@ -98,7 +98,7 @@ TEST_CASE("traces: correct, finished, distinct samples in input order", "[traces
   CHECK(summary.too_short == 0);
   CHECK(summary.over_limit == 0);
   CHECK_FALSE(summary.any_system_prompt);
-  const auto line = train::format_trace_summary(summary, options);
+  const auto line = data::format_trace_summary(summary, options);
   INFO(line);
   CHECK(line.find("10 samples of 3 problems from 2 files; kept 6") != std::string::npos);
   CHECK(line.find("2 problems with a trace") != std::string::npos);
@@ -116,7 +116,7 @@ TEST_CASE("traces: correct, finished, distinct samples in input order", "[traces
 
   options.min_tokens = 10;  // drops a.jsonl:5 (3 tokens)
   options.max_per_problem = 2;
-  summary = train::write_teacher_traces(options);
+  summary = data::write_teacher_traces(options);
   CHECK(sources(options.out) == std::vector<std::string>{a + ":1", a + ":7", a + ":8", b + ":1"});
   CHECK(summary.too_short == 1);
   CHECK(summary.over_limit == 1);  // b.jsonl:2, the third trace of p2
@@ -126,7 +126,7 @@ TEST_CASE("traces: correct, finished, distinct samples in input order", "[traces
   options.include_incorrect = true;
   options.drop_truncated = false;
   options.dedupe = false;
-  summary = train::write_teacher_traces(options);
+  summary = data::write_teacher_traces(options);
   CHECK(sources(options.out) == std::vector<std::string>{a + ":1", a + ":2", a + ":3", a + ":4",
                                                          a + ":5", a + ":7", a + ":8", a + ":9",
                                                          b + ":1", b + ":2"});
@@ -141,10 +141,10 @@ TEST_CASE("traces: correct, finished, distinct samples in input order", "[traces
                                    sample("p2", 1, true, "same").dump() + "\n" +
                                    other_instruction.dump() + "\n");
   const auto out = options.out;
-  options = train::TraceOptions();
+  options = data::TraceOptions();
   options.inputs = {dir / "c.jsonl"};
   options.out = out;
-  summary = train::write_teacher_traces(options);
+  summary = data::write_teacher_traces(options);
   CHECK(summary.problems == 3);
   CHECK(summary.kept == 3);
   CHECK(summary.duplicates == 1);
@@ -154,39 +154,39 @@ TEST_CASE("traces: bad input is one line naming FILE:LINE and the field; nothing
           "[traces]") {
   TempDir dir("traces_errors");
   write_samples(dir);
-  train::TraceOptions options;
+  data::TraceOptions options;
   options.out = dir / "t.jsonl";
   const std::string bad = (dir / "bad.jsonl").string();
 
   options.inputs = {dir / "a.jsonl", dir / "missing.jsonl"};
-  require_error([&] { train::write_teacher_traces(options); }, {"missing.jsonl", "not found"});
+  require_error([&] { data::write_teacher_traces(options); }, {"missing.jsonl", "not found"});
 
   auto no_user = sample("p9", 0, true, "x");
   no_user.erase("user");
   write_bytes(bad, sample("p8", 0, true, "x").dump() + "\n" + no_user.dump() + "\n");
   options.inputs = {bad};
-  require_error([&] { train::write_teacher_traces(options); }, {bad + ":2", "'user'"});
+  require_error([&] { data::write_teacher_traces(options); }, {bad + ":2", "'user'"});
 
   write_bytes(bad, "\n{\"id\": \"p1\", \n");
-  require_error([&] { train::write_teacher_traces(options); }, {bad + ":2", "invalid JSON"});
+  require_error([&] { data::write_teacher_traces(options); }, {bad + ":2", "invalid JSON"});
 
   auto graded_as_text = sample("p1", 0, true, "x");
   graded_as_text["correct"] = "yes";
   write_bytes(bad, graded_as_text.dump() + "\n");
-  require_error([&] { train::write_teacher_traces(options); }, {bad + ":1", "'correct'"});
+  require_error([&] { data::write_teacher_traces(options); }, {bad + ":1", "'correct'"});
   options.include_incorrect = true;  // the grade is not needed with --all
-  CHECK(train::write_teacher_traces(options).kept == 1);
+  CHECK(data::write_teacher_traces(options).kept == 1);
   std::filesystem::remove(options.out);
 
   auto no_tokens = sample("p1", 0, true, "x");
   no_tokens.erase("tokens");
   write_bytes(bad, no_tokens.dump() + "\n");
   options.min_tokens = 5;
-  require_error([&] { train::write_teacher_traces(options); },
+  require_error([&] { data::write_teacher_traces(options); },
                 {bad + ":1", "'tokens'", "--min-tokens"});
   options.min_tokens = 0;
   options.max_per_problem = 0;
-  require_error([&] { train::write_teacher_traces(options); }, {"--max-per-problem"});
+  require_error([&] { data::write_teacher_traces(options); }, {"--max-per-problem"});
   CHECK_FALSE(std::filesystem::exists(options.out));
 }
 
@@ -195,17 +195,17 @@ TEST_CASE("traces load as chat documents: the loss covers the response only", "[
   const auto tok = test::byte_level_test_tokenizer(dir);
   const auto chat = chat::ChatTemplate::load(dir.path());
   write_samples(dir);
-  train::TraceOptions options;
+  data::TraceOptions options;
   options.inputs = {dir / "b.jsonl"};
   options.out = dir / "traces.jsonl";
-  train::write_teacher_traces(options);
+  data::write_teacher_traces(options);
 
-  train::TextDataOptions data_options;
+  data::TextDataOptions data_options;
   data_options.path = options.out;
   data_options.use_chat_template = true;
   data_options.prompt_field = "prompt";
   data_options.response_field = "response";
-  const auto data = train::load_tokenized_dataset(data_options, *tok, &chat);
+  const auto data = data::load_tokenized_dataset(data_options, *tok, &chat);
   REQUIRE(data.documents.size() == 2);
   // ChatML by hand (one token per byte; <|im_start|> = 257, <|im_end|> = 258).
   for (const auto& [doc, user, response] :
@@ -233,11 +233,11 @@ TEST_CASE("eval-math writes user and system; a trace rebuilds the sampled prompt
     "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
     "num_key_value_heads": 2, "vocab_size": 260, "max_position_embeddings": 512,
     "tie_word_embeddings": true, "initializer_range": 0.3, "eos_token_id": 258})");
-  model::InitModelOptions init;
+  tools::InitModelOptions init;
   init.config_json = dir / "config.json";
   init.out_dir = model_dir;
   init.seed = 5;
-  model::init_model_dir(init);
+  tools::init_model_dir(init);
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
     std::filesystem::copy_file(dir / name, model_dir / name);
   write_bytes(dir / "problems.jsonl", R"({"problem": "What is 1+1?", "answer": "2"}
@@ -271,24 +271,24 @@ TEST_CASE("eval-math writes user and system; a trace rebuilds the sampled prompt
   }
 
   // All samples (a random model is never right), kept whether or not they finished.
-  train::TraceOptions options;
+  data::TraceOptions options;
   options.inputs = {run.out_dir / "samples.jsonl"};
   options.out = dir / "traces.jsonl";
   options.include_incorrect = true;
   options.drop_truncated = false;
   options.dedupe = false;
-  const auto summary = train::write_teacher_traces(options);
+  const auto summary = data::write_teacher_traces(options);
   CHECK(summary.kept == 4);
   CHECK(summary.any_system_prompt);
-  CHECK(train::format_trace_summary(summary, options).find("same --system-prompt") !=
+  CHECK(data::format_trace_summary(summary, options).find("same --system-prompt") !=
         std::string::npos);
 
   const auto chat = chat::ChatTemplate::load(model_dir);
-  train::TextDataOptions data_options;
+  data::TextDataOptions data_options;
   data_options.path = options.out;
   data_options.use_chat_template = true;
   data_options.system_prompt = "You are terse.";
-  const auto data = train::load_tokenized_dataset(data_options, *tok, &chat);
+  const auto data = data::load_tokenized_dataset(data_options, *tok, &chat);
   REQUIRE(data.documents.size() == 4);
   for (size_t i = 0; i < samples.size(); ++i) {
     // The ids eval-math sampled from, and the training document's untrained prefix.

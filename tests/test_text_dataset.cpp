@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "data/text_dataset.h"
 #include "io/error.h"
 #include "test_util.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
-#include "train/text_dataset.h"
 
 namespace {
 
@@ -20,7 +20,7 @@ using nlohmann::json;
 using rqat::test::require_error;
 using rqat::test::TempDir;
 using rqat::test::write_bytes;
-using namespace rqat::train;
+using namespace rqat::data;
 using rqat::tokenizer::TokenId;
 using rqat::tokenizer::Tokenizer;
 

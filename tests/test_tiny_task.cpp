@@ -16,10 +16,10 @@
 #include "experiment/tiny_task.h"
 #include "io/json_file.h"
 #include "io/jsonl.h"
-#include "model/model_commands.h"
 #include "test_util.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/model_commands.h"
 
 namespace {
 
@@ -281,14 +281,14 @@ TEST_CASE("init-model --tokenizer copies the tokenizer and checks the vocabulary
                   {"rope_theta", 10000.0}};
     io::write_json_file(dir / "config.json", c);
   };
-  model::InitModelOptions o;
+  tools::InitModelOptions o;
   o.config_json = dir / "config.json";
   o.out_dir = dir / "model";
   o.tokenizer_dir = tok_dir;
   write_config(200);
-  require_error([&] { model::init_model_dir(o); }, {"vocab_size 200", "--tokenizer"});
+  require_error([&] { tools::init_model_dir(o); }, {"vocab_size 200", "--tokenizer"});
   write_config(258);
-  model::init_model_dir(o);
+  tools::init_model_dir(o);
   CHECK(test::read_bytes(dir / "model" / "tokenizer.json") ==
         test::read_bytes(tok_dir / "tokenizer.json"));
   CHECK(test::read_bytes(dir / "model" / "tokenizer_config.json") ==

@@ -15,9 +15,10 @@
 #include "io/json_file.h"
 #include "model/init.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 #include "test_util.h"
 #include "tokenizer/byte_level.h"
-#include "train/nll_command.h"
+#include "tools/nll_command.h"
 #include "train/token_nll.h"
 
 namespace {
@@ -30,6 +31,9 @@ using rqat::test::require_error;
 using rqat::test::TempDir;
 using rqat::test::write_bytes;
 using namespace rqat::train;
+using namespace rqat::data;
+using rqat::tools::NllCommandOptions;
+using rqat::tools::run_nll_command;
 
 // Sum and count of -log p(tokens[t] | tokens[context_start(t)..t)) over scored t >= 1, running
 // the model once per target on exactly that context.
@@ -281,7 +285,7 @@ TEST_CASE("run_nll_command on a saved model: numbers equal the windowed referenc
   const auto report = run_nll_command(options, out);
 
   // Reference: target t of a document sees the tokens from its window start (t-1)/(L-1)*(L-1).
-  auto loaded = rqat::model::load_causal_lm(dir / "model");
+  auto loaded = rqat::quant::load_model(dir / "model");
   Reference ref;
   for (const auto& text : texts) {
     std::vector<int64_t> ids;

@@ -11,9 +11,9 @@
 #include "test_util.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/tokenize_command.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "tools/tokenize_command.h"
 
 namespace {
 
@@ -22,6 +22,7 @@ using rqat::test::require_error;
 using rqat::test::TempDir;
 using rqat::test::write_bytes;
 using namespace rqat::tokenizer;
+using rqat::tools::tokenize_lines;
 
 std::string sym(std::string_view bytes) {
   std::string out;

@@ -24,6 +24,7 @@
 
 using namespace rqat;
 using namespace rqat::train;
+using namespace rqat::data;
 
 TEST_CASE("learning-rate schedules follow their closed forms", "[lr]") {
   LrSchedule s;

@@ -14,15 +14,16 @@
 #include <random>
 #include <set>
 
+#include "data/training_batches.h"
 #include "io/error.h"
 #include "test_util.h"
 #include "train/token_nll.h"
-#include "train/training_batches.h"
 
 namespace {
 
-using namespace rqat::train;
+using namespace rqat::data;
 using rqat::test::require_error;
+using rqat::train::masked_next_token_nll;
 
 struct Doc {
   std::vector<int32_t> tokens;

@@ -16,9 +16,9 @@
 
 #include "io/error.h"
 #include "model/init.h"
-#include "model/llama2c_convert.h"
 #include "model/paged_step.h"
 #include "tokenizer/byte_level.h"
+#include "tools/llama2c_convert.h"
 
 namespace rqat::test {
 
@@ -59,6 +59,8 @@ model::ModelConfig tiny_config(model::Family family, bool tied) {
                            {"low_freq_factor", 1.0},
                            {"high_freq_factor", 4.0},
                            {"original_max_position_embeddings", 32}};
+      break;
+    case model::Family::kCount:  // not a family
       break;
   }
   return model::ModelConfig::from_json(j, "tiny_config");
@@ -234,11 +236,11 @@ std::optional<std::filesystem::path> convert_stories260k(const TempDir& dir) {
     std::puts("SKIPPED: ../shared/data/tinyllama is absent");
     return std::nullopt;
   }
-  model::Llama2cConvertOptions convert;
+  tools::Llama2cConvertOptions convert;
   convert.checkpoint = data / "stories260K.bin";
   convert.tokenizer_bin = data / "tok512.bin";
   convert.out_dir = dir / "model";
-  model::convert_llama2c(convert);
+  tools::convert_llama2c(convert);
   return convert.out_dir;
 }
 

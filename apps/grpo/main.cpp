@@ -10,13 +10,15 @@
 
 int main(int argc, char** argv) {
   rqat::io::set_process_args(argc, argv);
-  CLI::App app{"grpo: GRPO reinforcement learning for full-precision, quantization-aware and QLoRA policies"};
+  CLI::App app{
+      "grpo: GRPO reinforcement learning for full-precision, quantization-aware and QLoRA "
+      "policies"};
   rqat::cli::GrpoFlags flags;
   rqat::cli::add_grpo_flags(app, flags);
   CLI11_PARSE(app, argc, argv);
   int exit_code = 0;
   const int status = rqat::cli::run_tool("grpo", [&] {
-    exit_code = rqat::rl::run_grpo_command(flags.resolve(), std::cout).exit_code;
+    exit_code = rqat::tools::run_grpo_command(flags.resolve(), std::cout).exit_code;
   });
   return status != 0 ? status : exit_code;
 }

@@ -6,16 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "cli/option_flags.h"
 #include "cli/runtime_flags.h"
 #include "io/error.h"
 #include "io/manifest.h"
-#include "quant/ptq_command.h"
+#include "tools/ptq_command.h"
 
 int main(int argc, char** argv) {
   rqat::io::set_process_args(argc, argv);
   rqat::cli::return_large_allocations_to_system();
   CLI::App app{"ptq: post-training weight quantization (RTN, GPTQ, AWQ) of a model directory"};
-  rqat::quant::PtqCommandOptions options;
+  rqat::tools::PtqCommandOptions options;
   auto& spec = options.ptq.spec;
   std::string model_dir, out_dir, method = "gptq";
   std::vector<std::string> include, exclude;
@@ -32,15 +33,8 @@ int main(int argc, char** argv) {
   app.add_option("--include", include,
                  "Regexes of module names to quantize (default: every linear in the blocks)");
   app.add_option("--exclude", exclude, "Regexes of module names kept in full precision");
-  app.add_option("--damp", options.ptq.gptq.damp_percent, "GPTQ damping, fraction of mean diag(H)")
-      ->capture_default_str();
-  app.add_option("--block-size", options.ptq.gptq.block_size, "GPTQ lazy-update block")
-      ->capture_default_str();
-  app.add_flag("--act-order", options.ptq.gptq.act_order, "GPTQ desc_act: columns by diag(H)");
-  app.add_flag("--static-groups", options.ptq.gptq.static_groups,
-               "GPTQ: group parameters from the original weights");
-  app.add_option("--awq-grid", options.ptq.awq.grid, "AWQ: alpha grid points")
-      ->capture_default_str();
+  rqat::cli::add_option_flags(app, options.ptq.gptq);
+  rqat::cli::add_option_flags(app, options.ptq.awq, {.prefix = "awq-"});
   app.add_option("--batch-size", options.ptq.batch_size, "Calibration sequences per forward")
       ->capture_default_str();
 
@@ -77,13 +71,13 @@ int main(int argc, char** argv) {
     spec.exclude = exclude;
     if (!calib_path.empty()) {
       calib.data.path = calib_path;
-      calib.data.format = rqat::train::parse_data_format(calib_format, "--calib-format");
-      calib.data.split = rqat::train::parse_plain_text_split(calib_split, "--calib-split");
+      calib.data.format = rqat::data::parse_data_format(calib_format, "--calib-format");
+      calib.data.split = rqat::data::parse_plain_text_split(calib_split, "--calib-split");
       options.calibration = calib;
     }
     runtime.apply_threads();
     options.device = runtime.resolved_device();
     options.dtype = options.device.is_cuda() ? runtime.resolved_dtype() : at::kFloat;
-    rqat::quant::run_ptq_command(options, std::cout);
+    rqat::tools::run_ptq_command(options, std::cout);
   });
 }

@@ -1,23 +1,9 @@
 // qat-kd: quantization-aware training with distillation from a full-precision teacher
-// (docs/qat.md). Flags only; the work is in lib/train/qat_command.
-#include <CLI/CLI.hpp>
-
-#include <iostream>
-
-#include "cli/runtime_flags.h"
+// (docs/qat.md). Flags only: the flags are cli/train_flags.h's, the work is lib/tools/qat_command.
 #include "cli/train_flags.h"
-#include "io/manifest.h"
 
 int main(int argc, char** argv) {
-  rqat::io::set_process_args(argc, argv);
-  CLI::App app{"qat-kd: quantization-aware training with distillation from a full-precision teacher"};
-  rqat::cli::QatFlags flags;
-  rqat::cli::add_qat_flags(app, flags, rqat::train::QatObjective::kKd);
-  CLI11_PARSE(app, argc, argv);
-  int exit_code = 0;
-  const int status = rqat::cli::run_tool("qat-kd", [&] {
-    const auto options = flags.resolve(rqat::train::QatObjective::kKd);
-    exit_code = rqat::train::run_qat_command(options, std::cout).exit_code;
-  });
-  return status != 0 ? status : exit_code;
+  return rqat::cli::qat_tool_main(
+      argc, argv, rqat::tools::QatObjective::kKd,
+      "qat-kd: quantization-aware training with distillation from a full-precision teacher");
 }

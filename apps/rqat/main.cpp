@@ -7,17 +7,17 @@
 
 #include "cli/engine_flags.h"
 #include "cli/runtime_flags.h"
-#include "generation/generate_command.h"
 #include "io/error.h"
 #include "io/manifest.h"
-#include "model/llama2c_convert.h"
-#include "model/model_commands.h"
 #include "nll_flags.h"
 #include "report_flags.h"
 #include "run_flags.h"
 #include "sbatch_flags.h"
 #include "tiny_task_flags.h"
-#include "tokenizer/tokenize_command.h"
+#include "tools/generate_command.h"
+#include "tools/llama2c_convert.h"
+#include "tools/model_commands.h"
+#include "tools/tokenize_command.h"
 #include "traces_flags.h"
 
 int main(int argc, char** argv) {
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   rqat::cli::RuntimeFlags runtime;
 
-  rqat::model::InitModelOptions init;
+  rqat::tools::InitModelOptions init;
   std::string init_dtype = "f32";
   double shard_mb = 5000;
   auto* init_cmd = app.add_subcommand(
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
                          "Add the special tokens the tokenizer adds (e.g. BOS)");
   tokenize_cmd->add_option("file", lines_file, "Text file, one input per line")->required();
 
-  rqat::generation::GenerateCommandOptions gen;
+  rqat::tools::GenerateCommandOptions gen;
   auto* generate_cmd = app.add_subcommand("generate", "Sample continuations of a prompt");
   generate_cmd->add_option("--model", gen.model_dir, "Model directory (with tokenizer files)")
       ->required()
@@ -158,26 +158,26 @@ int main(int argc, char** argv) {
     if (*init_cmd) {
       init.dtype = init_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
       init.max_shard_bytes = static_cast<uint64_t>(shard_mb * 1e6);
-      rqat::model::init_model_dir(init);
+      rqat::tools::init_model_dir(init);
       std::cout << "wrote " << init.out_dir.string() << "\n";
     } else if (*logits_cmd) {
       runtime.apply_threads();
       rqat::model::LoadOptions load{runtime.resolved_dtype(), runtime.resolved_device()};
-      rqat::model::write_logits(model_dir, input, output, load);
+      rqat::tools::write_logits(model_dir, input, output, load);
     } else if (*convert_cmd) {
       std::optional<at::ScalarType> dtype;
       if (convert_dtype != "keep") dtype = convert_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
       const auto shard_bytes = static_cast<uint64_t>(convert_shard_mb * 1e6);
       if (!llama2c_file.empty()) {
-        rqat::model::Llama2cConvertOptions options;
+        rqat::tools::Llama2cConvertOptions options;
         options.checkpoint = llama2c_file;
         if (!llama2c_tokenizer.empty()) options.tokenizer_bin = llama2c_tokenizer;
         options.out_dir = output;
         options.dtype = dtype.value_or(at::kFloat);  // llama2.c stores float32
         options.max_shard_bytes = shard_bytes;
-        rqat::model::convert_llama2c(options);
+        rqat::tools::convert_llama2c(options);
       } else if (!model_dir.empty()) {
-        rqat::model::convert_model_dir(model_dir, output, dtype, shard_bytes);
+        rqat::tools::convert_model_dir(model_dir, output, dtype, shard_bytes);
       } else {
         rqat::fail("rqat convert: give --model DIR or --llama2c FILE");
       }
@@ -185,19 +185,19 @@ int main(int argc, char** argv) {
     } else if (*tokenize_cmd) {
       auto tokenizer = rqat::tokenizer::Tokenizer::load(tokenizer_dir);
       if (lines_file == "-") {
-        rqat::tokenizer::tokenize_lines(*tokenizer, std::cin, std::cout, add_special);
+        rqat::tools::tokenize_lines(*tokenizer, std::cin, std::cout, add_special);
       } else {
         std::ifstream in(lines_file, std::ios::binary);
         if (!in) rqat::fail("{}: cannot open", lines_file);
-        rqat::tokenizer::tokenize_lines(*tokenizer, in, std::cout, add_special);
+        rqat::tools::tokenize_lines(*tokenizer, in, std::cout, add_special);
       }
     } else if (*generate_cmd) {
       runtime.apply_threads();
       gen.dtype = runtime.resolved_dtype();
       gen.device = runtime.resolved_device();
-      rqat::generation::run_generate_command(gen, std::cout);
+      rqat::tools::run_generate_command(gen, std::cout);
     } else if (*info_cmd) {
-      std::cout << rqat::model::describe_model(model_dir);
+      std::cout << rqat::tools::describe_model(model_dir);
     }
   });
 }

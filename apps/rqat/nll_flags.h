@@ -11,13 +11,15 @@
 #include <string>
 
 #include "cli/runtime_flags.h"
-#include "train/nll_command.h"
+#include "data/text_dataset.h"
+#include "io/enum_names.h"
+#include "tools/nll_command.h"
 
 namespace rqat::cli {
 
 inline void add_nll_subcommand(CLI::App& app) {
   struct State {
-    train::NllCommandOptions options;
+    tools::NllCommandOptions options;
     std::string data, format = "auto", split = "paragraphs", json_out;
     int64_t max_tokens = 0, max_documents = 0;
     bool no_special_tokens = false, no_thinking = false;
@@ -33,12 +35,12 @@ inline void add_nll_subcommand(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--format", s->format, "auto (.jsonl/.json: JSONL), text or jsonl")
-      ->check(CLI::IsMember({"auto", "text", "jsonl"}))
+      ->check(CLI::IsMember(enum_name_list(data::kDataFormatNames)))
       ->capture_default_str();
   cmd->add_option("--split", s->split,
                   "Plain text documents: paragraphs (blank-line separated), whole-file, or "
                   "separator (lines equal to --separator)")
-      ->check(CLI::IsMember({"paragraphs", "whole-file", "separator"}))
+      ->check(CLI::IsMember(enum_name_list(data::kPlainTextSplitNames)))
       ->capture_default_str();
   cmd->add_option("--separator", s->options.data.separator_line,
                   "Document separator line (with --split separator)")
@@ -77,12 +79,8 @@ inline void add_nll_subcommand(CLI::App& app) {
     const int code = run_tool("rqat", [&] {
       auto& o = s->options;
       o.data.path = s->data;
-      o.data.format = s->format == "text"    ? train::DataFormat::kPlainText
-                      : s->format == "jsonl" ? train::DataFormat::kJsonl
-                                             : train::DataFormat::kAuto;
-      o.data.split = s->split == "whole-file"  ? train::PlainTextSplit::kWholeFile
-                     : s->split == "separator" ? train::PlainTextSplit::kSeparatorLine
-                                               : train::PlainTextSplit::kParagraphs;
+      o.data.format = data::parse_data_format(s->format, "--format");
+      o.data.split = data::parse_plain_text_split(s->split, "--split");
       o.data.add_special_tokens = !s->no_special_tokens;
       o.data.enable_thinking = !s->no_thinking;
       if (!o.chat_template_file.empty() || !o.data.system_prompt.empty() || s->no_thinking)
@@ -93,7 +91,7 @@ inline void add_nll_subcommand(CLI::App& app) {
       s->runtime.apply_threads();
       o.dtype = s->runtime.resolved_dtype();
       o.device = s->runtime.resolved_device();
-      train::run_nll_command(o, std::cout);
+      tools::run_nll_command(o, std::cout);
     });
     if (code != 0) throw CLI::RuntimeError(code);
   });

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "cli/runtime_flags.h"
-#include "train/teacher_traces.h"
+#include "data/teacher_traces.h"
 
 namespace rqat::cli {
 
 inline void add_traces_subcommand(CLI::App& app) {
   struct State {
-    train::TraceOptions options;
+    data::TraceOptions options;
     std::vector<std::string> inputs;
     std::string out;
     int64_t max_per_problem = 0;
@@ -51,8 +51,8 @@ inline void add_traces_subcommand(CLI::App& app) {
       o.inputs.assign(s->inputs.begin(), s->inputs.end());
       o.out = s->out;
       if (s->max_per_problem > 0) o.max_per_problem = s->max_per_problem;
-      const auto summary = train::write_teacher_traces(o);
-      std::cout << train::format_trace_summary(summary, o) << "\n";
+      const auto summary = data::write_teacher_traces(o);
+      std::cout << data::format_trace_summary(summary, o) << "\n";
     });
     if (code != 0) throw CLI::RuntimeError(code);
   });

@@ -353,26 +353,14 @@ std::string ChatTemplate::render(const std::vector<Message>& messages,
       return render_llama31(messages, bos_token_, date_string_, options);
     case Format::kCustom:
       return render_custom(messages, custom_, bos_token_, eos_token_, options);
+    case Format::kCount:  // not a format
+      break;
   }
   return "";
 }
 
 const char* ChatTemplate::format_name() const {
-  switch (format_) {
-    case Format::kChatML:
-      return "chatml";
-    case Format::kQwen3:
-      return "qwen3";
-    case Format::kDeepSeekR1:
-      return "deepseek-r1";
-    case Format::kLlama3:
-      return "llama3";
-    case Format::kLlama31:
-      return "llama3.1";
-    case Format::kCustom:
-      return "custom";
-  }
-  return "?";
+  return enum_name(kFormatNames, format_).data();
 }
 
 }  // namespace rqat::chat

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "io/enum_names.h"
+
 namespace rqat::chat {
 
 struct Message {
@@ -28,7 +30,13 @@ enum class Format {
   kLlama3,      // <|start_header_id|>role<|end_header_id|> ... <|eot_id|> (3.0)
   kLlama31,     // 3.1+: system header with knowledge cut-off and date lines
   kCustom,      // placeholder template file
+  kCount,       // not a format
 };
+inline constexpr EnumName<Format> kFormatNames[] = {
+    {Format::kChatML, "chatml"},          {Format::kQwen3, "qwen3"},
+    {Format::kDeepSeekR1, "deepseek-r1"}, {Format::kLlama3, "llama3"},
+    {Format::kLlama31, "llama3.1"},       {Format::kCustom, "custom"}};
+static_assert(enum_table_complete(kFormatNames));
 
 // Placeholder template (kCustom). Each field is a text with {content}, {bos_token} and {eos_token}.
 struct CustomTemplate {

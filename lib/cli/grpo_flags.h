@@ -9,23 +9,21 @@
 
 #include "cli/runtime_flags.h"
 #include "cli/train_flags.h"
-#include "rl/grpo_command.h"
+#include "tools/grpo_command.h"
 
 namespace rqat::cli {
 
 struct GrpoFlags {
-  rl::GrpoCommandOptions options;
+  tools::GrpoCommandOptions options;
   QuantFlags quant;
   RunFlags run;
-  std::string mode = "full", model_dir, out_dir, data;
+  std::string model_dir, out_dir, data;
   std::string problem_field = "problem", answer_field = "answer", id_field;
   bool gsm8k_answers = false;
   bool no_chat_template = false, disable_thinking = false;
-  std::string advantage = "grpo", aggregation = "seq_mean";
-  std::vector<std::string> lora_targets;
   RuntimeFlags runtime;
 
-  rl::GrpoCommandOptions resolve();
+  tools::GrpoCommandOptions resolve();
 };
 
 void add_grpo_flags(CLI::App& app, GrpoFlags& flags);

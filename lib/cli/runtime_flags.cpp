@@ -7,6 +7,8 @@
 
 #include <malloc.h>
 
+#include <fmt/format.h>
+
 #include <iostream>
 
 #include "io/error.h"
@@ -40,6 +42,12 @@ void RuntimeFlags::apply_threads() const {
 }
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
+  // CLI11's own errors (an unknown flag, a bad enum name) in run_tool's one-line form.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    std::string tool = failed->get_name();
+    if (const auto slash = tool.rfind('/'); slash != std::string::npos) tool.erase(0, slash + 1);
+    return fmt::format("{}: error: {}\n", tool.empty() ? "rqat" : tool, e.what());
+  });
   app.add_option("--dtype", flags.dtype,
                  "Compute dtype: f32, bf16 or auto (bf16 on CUDA, f32 on CPU)")
       ->capture_default_str();
@@ -48,7 +56,9 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
   app.add_option("--threads", flags.threads, "CPU threads (0: all cores)")->capture_default_str();
 }
 
-void return_large_allocations_to_system() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
+void return_large_allocations_to_system() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+}
 
 int run_tool(const char* tool, const std::function<void()>& body) {
   try {

@@ -19,6 +19,7 @@ struct RuntimeFlags {
   void apply_threads() const;
 };
 
+// --dtype, --device, --threads; also makes CLI11's parse errors one line ("TOOL: error: ...").
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 
 // Makes every allocation of 1 MiB or more a separate mapping that returns to the system when

@@ -1,5 +1,9 @@
 #include "cli/train_flags.h"
 
+#include <iostream>
+
+#include "io/manifest.h"
+
 namespace rqat::cli {
 
 void add_quant_flags(CLI::App& app, QuantFlags& f) {
@@ -29,46 +33,21 @@ void QuantFlags::resolve(std::optional<int>& bits_out, quant::QuantSpec& spec_ou
   spec_out.exclude = exclude;
   init_out = train::parse_quant_init(init, "--init");
   fake_quant_out = fake_quant;
-  fake_quant_out.mode = train::parse_scale_mode(scale_mode, "--scale-mode");
+  fake_quant_out.mode = quant::parse_scale_mode(scale_mode, "--scale-mode");
 }
 
-void add_run_flags(CLI::App& app, RunFlags& f, const std::string& steps_help) {
-  auto& t = f.trainer;
-  app.add_option("--steps", t.steps, steps_help)->capture_default_str();
-  app.add_option("--lr", t.lr.peak_lr, "Peak learning rate")->capture_default_str();
-  app.add_option("--warmup-steps", t.lr.warmup_steps, "Linear warmup (optimizer updates)")
-      ->capture_default_str();
-  app.add_option("--schedule", f.schedule, "constant, linear or cosine")->capture_default_str();
-  app.add_option("--min-lr-ratio", t.lr.min_lr_ratio, "Final learning rate / peak")
-      ->capture_default_str();
-  app.add_option("--weight-decay", t.adamw.weight_decay, "AdamW decay (weight matrices only)")
-      ->capture_default_str();
-  app.add_option("--adam-beta1", t.adamw.beta1, "AdamW beta1")->capture_default_str();
-  app.add_option("--adam-beta2", t.adamw.beta2, "AdamW beta2")->capture_default_str();
-  app.add_option("--adam-eps", t.adamw.eps, "AdamW epsilon")->capture_default_str();
-  app.add_option("--max-grad-norm", t.max_grad_norm, "Gradient clipping (<= 0: none)")
-      ->capture_default_str();
-  app.add_option("--seed", t.seed, "Data order (and sampling) seed")->capture_default_str();
-  app.add_option("--log-every", t.log_every, "Progress line every N steps")->capture_default_str();
-  app.add_option("--eval-every", t.eval_every, "Evaluate every N steps (0: at start and end)")
-      ->capture_default_str();
-  app.add_option("--checkpoint-every", t.checkpoint_every,
-                 "Checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT)")
-      ->capture_default_str();
-  app.add_option("--keep-checkpoints", t.keep_checkpoints, "Checkpoints kept")
-      ->capture_default_str();
-  app.add_flag("--resume", t.resume, "Continue from OUT's latest checkpoint when there is one");
+void add_run_flags(CLI::App& app, RunFlags& f, FlagSelection selection) {
+  add_option_flags(app, f.trainer, std::move(selection));
   app.add_option("--backend", f.backend, "Data-parallel communication: auto, gloo or nccl")
       ->capture_default_str();
 }
 
 void RunFlags::resolve(train::TrainerOptions& trainer_out, train::CommBackend& backend_out) const {
   trainer_out = trainer;
-  trainer_out.lr.decay = train::parse_lr_decay(schedule, "--schedule");
   backend_out = train::parse_comm_backend(backend, "--backend");
 }
 
-void add_qat_flags(CLI::App& app, QatFlags& f, train::QatObjective objective) {
+void add_qat_flags(CLI::App& app, QatFlags& f, tools::QatObjective objective) {
   auto& o = f.options;
   app.add_option("--model", f.model_dir,
                  "Student: a model directory, or a ptq artifact (starts from its quant state)")
@@ -76,7 +55,7 @@ void add_qat_flags(CLI::App& app, QatFlags& f, train::QatObjective objective) {
   app.add_option("--out", f.out_dir, "Output artifact directory (also checkpoints and metrics)")
       ->required();
   app.add_option("--data", f.data, "Training data: plain text or JSONL")->required();
-  if (objective == train::QatObjective::kKd) {
+  if (objective == tools::QatObjective::kKd) {
     app.add_option("--teacher", f.teacher_dir,
                    "Full-precision teacher (default: the model the ptq artifact was made from)");
     app.add_option("--divergence", f.divergence, "forward_kl, reverse_kl or jsd")
@@ -127,22 +106,16 @@ void add_qat_flags(CLI::App& app, QatFlags& f, train::QatObjective objective) {
   app.add_option("--eval-instruction", o.eval_math_instruction,
                  "Instruction after each eval-math problem (default: eval-math's; \"\" for none)");
   // Optimization and run control.
-  app.add_option("--batch-size", f.run.trainer.batch_size,
-                 "Sequences per optimizer step (all processes)")
-      ->capture_default_str();
-  app.add_option("--micro-batch-size", f.run.trainer.micro_batch_size,
-                 "Sequences per forward/backward on one process (0: all; accumulates the rest)")
-      ->capture_default_str();
   app.add_flag("--activation-checkpointing", o.activation_checkpointing,
                "Recompute each block in the backward pass (less memory, one more forward)");
-  add_run_flags(app, f.run, "Optimizer steps");
+  add_run_flags(app, f.run);
   app.add_option("--export", o.export_format,
                  "Also write a packed GPTQ checkpoint: gptq or gptq_v2");
   add_runtime_flags(app, f.runtime);
 }
 
-train::QatCommandOptions QatFlags::resolve(train::QatObjective objective) {
-  train::QatCommandOptions o = options;
+tools::QatCommandOptions QatFlags::resolve(tools::QatObjective objective) {
+  tools::QatCommandOptions o = options;
   o.objective = objective;
   o.model_dir = model_dir;
   o.out_dir = out_dir;
@@ -151,20 +124,34 @@ train::QatCommandOptions QatFlags::resolve(train::QatObjective objective) {
   run.resolve(o.trainer, o.backend);
   o.data.path = data;
   o.data.enable_thinking = !disable_thinking;
-  o.data.format = train::parse_data_format(data_format, "--data-format");
-  o.data.split = train::parse_plain_text_split(data_split, "--data-split");
+  o.data.format = data::parse_data_format(data_format, "--data-format");
+  o.data.split = data::parse_plain_text_split(data_split, "--data-split");
   if (!eval_data.empty()) {
-    train::TextDataOptions eval = o.data;
+    data::TextDataOptions eval = o.data;
     eval.path = eval_data;
     eval.max_documents.reset();
     o.eval_data = eval;
   }
-  o.sequences.layout = train::parse_sequence_layout(layout, "--layout");
+  o.sequences.layout = data::parse_sequence_layout(layout, "--layout");
   o.distill.divergence = train::parse_distill_divergence(divergence, "--divergence");
   runtime.apply_threads();
   o.device = runtime.resolved_device();
   o.dtype = runtime.resolved_dtype();
   return o;
+}
+
+int qat_tool_main(int argc, char** argv, tools::QatObjective objective, const char* description) {
+  io::set_process_args(argc, argv);
+  CLI::App app{description};
+  QatFlags flags;
+  add_qat_flags(app, flags, objective);
+  CLI11_PARSE(app, argc, argv);
+  int exit_code = 0;
+  const char* tool = enum_name(tools::kQatObjectiveNames, objective).data();
+  const int status = run_tool(tool, [&] {
+    exit_code = tools::run_qat_command(flags.resolve(objective), std::cout).exit_code;
+  });
+  return status != 0 ? status : exit_code;
 }
 
 }  // namespace rqat::cli

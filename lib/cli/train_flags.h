@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/option_flags.h"
 #include "cli/runtime_flags.h"
-#include "train/qat_command.h"
+#include "tools/qat_command.h"
 
 namespace rqat::cli {
 
@@ -26,19 +27,17 @@ struct QuantFlags {
 };
 void add_quant_flags(CLI::App& app, QuantFlags& flags);
 
-// --steps, --lr, --warmup-steps, --schedule, --min-lr-ratio, --weight-decay, --adam-*,
-// --max-grad-norm, --seed, --log-every, --eval-every, --checkpoint-every, --keep-checkpoints,
-// --resume, --backend. `steps_help` says what a step is for the tool.
+// The flags of TrainerOptions::for_each (--steps, --batch-size, --lr, --schedule, --adam-*, ...,
+// --resume; `selection` leaves some out) and --backend.
 struct RunFlags {
   train::TrainerOptions trainer;
-  std::string schedule = "cosine";
   std::string backend = "auto";
   void resolve(train::TrainerOptions& trainer_out, train::CommBackend& backend_out) const;
 };
-void add_run_flags(CLI::App& app, RunFlags& flags, const std::string& steps_help);
+void add_run_flags(CLI::App& app, RunFlags& flags, FlagSelection selection = {});
 
 struct QatFlags {
-  train::QatCommandOptions options;
+  tools::QatCommandOptions options;
   QuantFlags quant;
   RunFlags run;
   std::string model_dir, out_dir, teacher_dir;
@@ -50,9 +49,13 @@ struct QatFlags {
   RuntimeFlags runtime;
 
   // Resolves the parsed strings; errors name the flag.
-  train::QatCommandOptions resolve(train::QatObjective objective);
+  tools::QatCommandOptions resolve(tools::QatObjective objective);
 };
 
-void add_qat_flags(CLI::App& app, QatFlags& flags, train::QatObjective objective);
+void add_qat_flags(CLI::App& app, QatFlags& flags, tools::QatObjective objective);
+
+// The whole main of qat-sft and qat-kd (they differ only in their objective): parse, run, exit
+// code (128 + signal when a signal stopped the run).
+int qat_tool_main(int argc, char** argv, tools::QatObjective objective, const char* description);
 
 }  // namespace rqat::cli

@@ -176,6 +176,280 @@ bool only_allows(Resolver& resolver, const StageSpec& stage, const SweepPoint& p
   return true;
 }
 
+// The tool's defaults, then the stage's own arguments: a stage argument replaces the default of
+// the same name in the default's place, so flag order stays that of the defaults.
+NamedValues merged_args(const ExperimentSpec& spec, const StageSpec& stage,
+                        const std::string& tool) {
+  NamedValues args;
+  if (auto it = spec.defaults.find(tool); it != spec.defaults.end()) args = it->second;
+  for (const auto& [key, value] : stage.args) {
+    auto same =
+        std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == key; });
+    if (same != args.end())
+      same->second = value;
+    else
+      args.emplace_back(key, value);
+  }
+  return args;
+}
+
+// Splits the resolved `tool` into program and (for rqat) subcommand, which starts argv; checked
+// here so a misspelt tool stops the plan instead of failing when the stage runs.
+void parse_tool(const ExperimentSource& source, const StageSpec& stage, StageInstance& instance) {
+  std::istringstream words(instance.tool);
+  std::string word;
+  std::vector<std::string> parts;
+  while (words >> word) parts.push_back(word);
+  if (parts.empty() || std::find(kPrograms.begin(), kPrograms.end(), parts[0]) == kPrograms.end())
+    source.fail_at(stage.tool.path, stage.tool.node,
+                   fmt::format("unknown tool '{}' (expected one of: {}; rqat takes a subcommand)",
+                               instance.tool, fmt::join(kPrograms, ", ")));
+  if ((parts[0] == "rqat") != (parts.size() == 2) || parts.size() > 2)
+    source.fail_at(stage.tool.path, stage.tool.node,
+                   parts[0] == "rqat" ? "'rqat' needs one subcommand, e.g. 'rqat traces'"
+                                      : "a tool is one word (only rqat takes a subcommand)");
+  instance.program = parts[0];
+  if (parts.size() == 2) instance.argv.push_back(parts[1]);
+}
+
+// The run directory: --out, else the file's `out` (resolved before any sweep point: every
+// instance shares it), else runs/<name>.
+std::filesystem::path plan_run_dir(const PlanOptions& options, const ExperimentSource& source,
+                                   const ExperimentSpec& spec,
+                                   const std::vector<std::string>& sweep_variables,
+                                   const std::map<std::string, std::string>& builtins) {
+  std::filesystem::path run_dir;
+  if (options.run_dir) {
+    run_dir = *options.run_dir;
+  } else if (spec.out) {
+    const SweepPoint none;
+    Resolver resolver(source, spec, none, builtins);
+    run_dir = resolver.text(*spec.out);
+    for (const auto& name : sweep_variables)
+      for (const auto& ref : references_in(spec.out->node.Scalar()))
+        if (ref == name)
+          source.fail_at("out", spec.out->node,
+                         "the run directory cannot depend on a swept variable");
+  } else {
+    run_dir = std::filesystem::path("runs") / spec.name;
+  }
+  return run_dir.lexically_normal();
+}
+
+// Two instances writing one place would overwrite each other (an explicit `out` that does not
+// mention the sweep variables that tell them apart).
+void check_distinct_outputs(const ExperimentPlan& plan) {
+  std::map<std::string, const StageInstance*> writers;
+  for (const auto& s : plan.stages) {
+    for (size_t i = 0; i + 1 < s.argv.size(); ++i) {
+      if (s.argv[i] != "--out") continue;
+      const auto [it, fresh] = writers.emplace(s.argv[i + 1], &s);
+      if (!fresh)
+        fail(
+            "{}: stages {} and {} both write --out {}; make `out` depend on the sweep variables "
+            "that separate them",
+            s.location.to_string(), it->second->id, s.id, s.argv[i + 1]);
+    }
+  }
+}
+
+// What the expansion of every stage at every sweep point shares: the plan so far and which
+// instance each stage became at each point (stages come before their dependants, so a stage's
+// inputs are always known by the time it is expanded).
+struct PlanState {
+  const ExperimentSource& source;
+  const ExperimentSpec& spec;
+  ExperimentPlan& plan;
+  std::map<std::string, std::string> builtins;
+  std::vector<SweepPoint> points;
+  // instance id of each stage at each point (absent: excluded there by `only`)
+  std::vector<std::map<std::string, std::string>> point_instances;
+  std::map<std::string, size_t> instance_index;
+  std::set<std::string> processed;  // stages already expanded (they come before their dependants)
+};
+
+// Builds the instance of one stage at one sweep point. It tracks which sweep variables and input
+// stages the values used (they decide the instance id) and which value is being resolved, so an
+// error from ${stage:NAME} points at that value.
+class InstanceBuilder {
+ public:
+  InstanceBuilder(PlanState& state, const StageSpec& stage, size_t p, Resolver& resolver)
+      : state_(state), stage_(stage), p_(p), resolver_(resolver) {
+    resolver_.stage_dir = [this](const std::string& name) {
+      return input_instance(name, *current_).out_dir.string();
+    };
+    resolver_.used = &used_;
+  }
+  InstanceBuilder(const InstanceBuilder&) = delete;  // the resolver refers back to this object
+  InstanceBuilder& operator=(const InstanceBuilder&) = delete;
+
+  StageInstance build() {
+    instance_.stage = stage_.name;
+    instance_.location = state_.source.where(stage_.key.path, stage_.key.node);
+    current_ = &stage_.tool;
+    instance_.tool = resolver_.text(stage_.tool);
+    parse_tool(state_.source, stage_, instance_);
+
+    const NamedValues args = merged_args(state_.spec, stage_, instance_.tool);
+    add_input_args();
+    const bool explicit_out = add_flag_args(args);
+    const std::vector<std::string> positional = resolve_positional();
+
+    set_id();
+    if (!explicit_out) {
+      instance_.argv.push_back("--out");
+      instance_.argv.push_back(instance_.out_dir.string());
+    }
+    instance_.argv.insert(instance_.argv.end(), positional.begin(), positional.end());
+    instance_.inputs = inputs_;
+
+    resolver_.used = nullptr;  // labels and resources do not make instances different
+    instance_.label = stage_.label ? resolver_.text(*stage_.label) : instance_.id;
+    apply_all_resources();
+    return std::move(instance_);
+  }
+
+ private:
+  // The instance of stage `name` at this point, recorded as an input (its sweep variables become
+  // this instance's too: outputs of different inputs must not share a directory).
+  const StageInstance& input_instance(const std::string& name, const LocatedValue& at) {
+    auto& instances = state_.point_instances[p_];
+    auto it = instances.find(name);
+    if (it == instances.end())
+      state_.source.fail_at(
+          at.path, at.node,
+          state_.processed.count(name)
+              ? fmt::format("needs stage '{}', which 'only' leaves out at this sweep point", name)
+              : fmt::format("refers to stage '{}', which is not among the stages this one "
+                            "depends on (name it in `inputs` or use ${{stage:{}}} in args)",
+                            name, name));
+    const StageInstance& input = state_.plan.stages[state_.instance_index.at(it->second)];
+    if (std::find(inputs_.begin(), inputs_.end(), input.id) == inputs_.end())
+      inputs_.push_back(input.id);
+    for (const auto& [key, value] : input.point) used_.insert(key);
+    return input;
+  }
+
+  // `inputs`: each flag gets the output directory of the named stage's instance at this point.
+  void add_input_args() {
+    for (const auto& [flag, value] : stage_.inputs) {
+      current_ = &value;
+      const auto& input = input_instance(value.node.Scalar(), value);
+      instance_.argv.push_back("--" + flag);
+      instance_.argv.push_back(input.out_dir.string());
+    }
+  }
+
+  // The arguments as flags (a list repeats the flag, a true switch is a bare flag); returns
+  // whether one of them is `out`, which then replaces the default output directory.
+  bool add_flag_args(const NamedValues& args) {
+    bool explicit_out = false;
+    for (const auto& [flag, value] : args) {
+      current_ = &value;
+      if (flag == "out") explicit_out = true;
+      const Value v = resolver_.value(value);
+      if (v.boolean) {
+        if (*v.boolean) instance_.argv.push_back("--" + flag);
+        continue;
+      }
+      for (const auto& item : v.items) {
+        instance_.argv.push_back("--" + flag);
+        instance_.argv.push_back(item);
+        if (kInputPathKeys.count(flag) && !item.empty()) note_if_missing(item, value);
+      }
+    }
+    return explicit_out;
+  }
+
+  // Positional arguments go after --out, so they are resolved now and appended last.
+  std::vector<std::string> resolve_positional() {
+    std::vector<std::string> positional;
+    for (const auto& value : stage_.positional) {
+      current_ = &value;
+      positional.push_back(resolver_.text(value));
+      note_if_missing(positional.back(), value);
+    }
+    return positional;
+  }
+
+  // Paths under the run directory are written by earlier stages; anything else must exist now.
+  void note_if_missing(const std::string& item, const LocatedValue& value) {
+    if (!inside(item, state_.plan.run_dir) && !std::filesystem::exists(item))
+      instance_.missing_paths.push_back(
+          fmt::format("{}: {}", state_.source.where(value.path, value.node).to_string(), item));
+  }
+
+  // The id: the stage and the sweep variables it depends on, in sweep order.
+  void set_id() {
+    instance_.id = stage_.name;
+    for (const auto& [key, value] : state_.points[p_]) {
+      if (!used_.count(key)) continue;
+      instance_.point.emplace_back(key, value);
+      instance_.id += "." + id_component(key) + "-" + id_component(value);
+    }
+    instance_.out_dir = state_.plan.run_dir / instance_.id;
+  }
+
+  // slurm defaults, then those of the tool (else of its program), then the stage's own.
+  void apply_all_resources() {
+    const auto& source = state_.source;
+    const auto& spec = state_.spec;
+    apply_resources(source, resolver_, spec.slurm_default, instance_.resources);
+    if (auto it = spec.slurm_tools.find(instance_.tool); it != spec.slurm_tools.end())
+      apply_resources(source, resolver_, it->second, instance_.resources);
+    else if (auto it2 = spec.slurm_tools.find(instance_.program); it2 != spec.slurm_tools.end())
+      apply_resources(source, resolver_, it2->second, instance_.resources);
+    apply_resources(source, resolver_, stage_.resources, instance_.resources);
+  }
+
+  PlanState& state_;
+  const StageSpec& stage_;
+  const size_t p_;
+  Resolver& resolver_;
+  std::set<std::string> used_;                 // sweep variables the instance depends on
+  std::vector<std::string> inputs_;            // ids of the instances it reads, in first-use order
+  const LocatedValue* current_ = &stage_.key;  // the value being resolved, for error locations
+  StageInstance instance_;
+};
+
+// Adds the instance unless an identical one exists: sweep points that differ only in variables
+// the stage does not use share one instance (and one run).
+void add_instance(PlanState& state, const StageSpec& stage, size_t p, StageInstance instance) {
+  auto& plan = state.plan;
+  if (auto it = state.instance_index.find(instance.id); it != state.instance_index.end()) {
+    const StageInstance& existing = plan.stages[it->second];
+    if (existing.argv != instance.argv || existing.program != instance.program)
+      state.source.fail_at(
+          stage.key.path, stage.key.node,
+          fmt::format("two sweep points give stage instance '{}' different commands; "
+                      "sweep values that differ only in characters other than letters, "
+                      "digits, '.', '-', '_' and '+' collide in directory names",
+                      instance.id));
+    state.point_instances[p][stage.name] = instance.id;
+    return;
+  }
+  state.instance_index[instance.id] = plan.stages.size();
+  state.point_instances[p][stage.name] = instance.id;
+  plan.stages.push_back(std::move(instance));
+}
+
+// One instance of the stage per sweep point, except where `only` (its own or an input's) leaves
+// it out.
+void expand_stage(PlanState& state, const StageSpec& stage) {
+  for (size_t p = 0; p < state.points.size(); ++p) {
+    const SweepPoint& point = state.points[p];
+    Resolver resolver(state.source, state.spec, point, state.builtins);
+    if (!only_allows(resolver, stage, point, state.spec, state.source)) continue;
+    // A stage whose input `only` left out at this point is left out with it (eval of grpo).
+    if (std::any_of(stage.depends_on.begin(), stage.depends_on.end(),
+                    [&](const auto& dep) { return !state.point_instances[p].count(dep); }))
+      continue;
+    InstanceBuilder builder(state, stage, p, resolver);
+    add_instance(state, stage, p, builder.build());
+  }
+  state.processed.insert(stage.name);
+}
+
 }  // namespace
 
 ExperimentPlan load_experiment_plan(const PlanOptions& options) {
@@ -193,190 +467,13 @@ ExperimentPlan load_experiment_plan(const PlanOptions& options) {
       {"experiment", spec.name},
       {"experiment_dir", options.experiment_file.parent_path().lexically_normal().string()}};
   if (builtins["experiment_dir"].empty()) builtins["experiment_dir"] = ".";
-  if (options.run_dir) {
-    plan.run_dir = *options.run_dir;
-  } else if (spec.out) {
-    const SweepPoint none;
-    Resolver resolver(source, spec, none, builtins);
-    plan.run_dir = resolver.text(*spec.out);
-    for (const auto& name : plan.sweep_variables)
-      for (const auto& ref : references_in(spec.out->node.Scalar()))
-        if (ref == name)
-          source.fail_at("out", spec.out->node,
-                         "the run directory cannot depend on a swept variable");
-  } else {
-    plan.run_dir = std::filesystem::path("runs") / spec.name;
-  }
-  plan.run_dir = plan.run_dir.lexically_normal();
+  plan.run_dir = plan_run_dir(options, source, spec, plan.sweep_variables, builtins);
   builtins["run_dir"] = plan.run_dir.string();
 
-  const auto points = expand_sweep(spec.sweep);
-  // instance id of each stage at each point (absent: excluded there by `only`)
-  std::vector<std::map<std::string, std::string>> point_instances(points.size());
-  std::map<std::string, size_t> instance_index;
-
-  std::set<std::string> processed;  // stages already expanded (they come before their dependants)
-  for (const auto& stage : spec.stages) {
-    for (size_t p = 0; p < points.size(); ++p) {
-      const SweepPoint& point = points[p];
-      Resolver resolver(source, spec, point, builtins);
-      if (!only_allows(resolver, stage, point, spec, source)) continue;
-      // A stage whose input `only` left out at this point is left out with it (eval of grpo).
-      if (std::any_of(stage.depends_on.begin(), stage.depends_on.end(),
-                      [&](const auto& dep) { return !point_instances[p].count(dep); }))
-        continue;
-
-      std::set<std::string> used;
-      std::vector<std::string> inputs;
-      auto input_instance = [&](const std::string& name,
-                                const LocatedValue& at) -> const StageInstance& {
-        auto it = point_instances[p].find(name);
-        if (it == point_instances[p].end())
-          source.fail_at(
-              at.path, at.node,
-              processed.count(name)
-                  ? fmt::format("needs stage '{}', which 'only' leaves out at this sweep point",
-                                name)
-                  : fmt::format("refers to stage '{}', which is not among the stages this one "
-                                "depends on (name it in `inputs` or use ${{stage:{}}} in args)",
-                                name, name));
-        const StageInstance& input = plan.stages[instance_index.at(it->second)];
-        if (std::find(inputs.begin(), inputs.end(), input.id) == inputs.end())
-          inputs.push_back(input.id);
-        for (const auto& [key, value] : input.point) used.insert(key);
-        return input;
-      };
-      const LocatedValue* current = &stage.key;
-      resolver.stage_dir = [&](const std::string& name) {
-        return input_instance(name, *current).out_dir.string();
-      };
-      resolver.used = &used;
-
-      StageInstance instance;
-      instance.stage = stage.name;
-      instance.location = source.where(stage.key.path, stage.key.node);
-      current = &stage.tool;
-      instance.tool = resolver.text(stage.tool);
-      {
-        std::istringstream words(instance.tool);
-        std::string word;
-        std::vector<std::string> parts;
-        while (words >> word) parts.push_back(word);
-        if (parts.empty() ||
-            std::find(kPrograms.begin(), kPrograms.end(), parts[0]) == kPrograms.end())
-          source.fail_at(
-              stage.tool.path, stage.tool.node,
-              fmt::format("unknown tool '{}' (expected one of: {}; rqat takes a subcommand)",
-                          instance.tool, fmt::join(kPrograms, ", ")));
-        if ((parts[0] == "rqat") != (parts.size() == 2) || parts.size() > 2)
-          source.fail_at(stage.tool.path, stage.tool.node,
-                         parts[0] == "rqat" ? "'rqat' needs one subcommand, e.g. 'rqat traces'"
-                                            : "a tool is one word (only rqat takes a subcommand)");
-        instance.program = parts[0];
-        if (parts.size() == 2) instance.argv.push_back(parts[1]);
-      }
-
-      // Defaults of the tool, then the stage's own arguments (which win, in the defaults' place).
-      NamedValues args;
-      if (auto it = spec.defaults.find(instance.tool); it != spec.defaults.end()) args = it->second;
-      for (const auto& [key, value] : stage.args) {
-        auto same =
-            std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == key; });
-        if (same != args.end())
-          same->second = value;
-        else
-          args.emplace_back(key, value);
-      }
-      for (const auto& [flag, value] : stage.inputs) {
-        current = &value;
-        const auto& input = input_instance(value.node.Scalar(), value);
-        instance.argv.push_back("--" + flag);
-        instance.argv.push_back(input.out_dir.string());
-      }
-      bool explicit_out = false;
-      for (const auto& [flag, value] : args) {
-        current = &value;
-        if (flag == "out") explicit_out = true;
-        const Value v = resolver.value(value);
-        if (v.boolean) {
-          if (*v.boolean) instance.argv.push_back("--" + flag);
-          continue;
-        }
-        for (const auto& item : v.items) {
-          instance.argv.push_back("--" + flag);
-          instance.argv.push_back(item);
-          if (kInputPathKeys.count(flag) && !item.empty() && !inside(item, plan.run_dir) &&
-              !std::filesystem::exists(item))
-            instance.missing_paths.push_back(
-                fmt::format("{}: {}", source.where(value.path, value.node).to_string(), item));
-        }
-      }
-      std::vector<std::string> positional;
-      for (const auto& value : stage.positional) {
-        current = &value;
-        positional.push_back(resolver.text(value));
-        const auto& item = positional.back();
-        if (!inside(item, plan.run_dir) && !std::filesystem::exists(item))
-          instance.missing_paths.push_back(
-              fmt::format("{}: {}", source.where(value.path, value.node).to_string(), item));
-      }
-
-      // The id: the stage and the sweep variables it depends on, in sweep order.
-      instance.id = stage.name;
-      for (const auto& [key, value] : point) {
-        if (!used.count(key)) continue;
-        instance.point.emplace_back(key, value);
-        instance.id += "." + id_component(key) + "-" + id_component(value);
-      }
-      instance.out_dir = plan.run_dir / instance.id;
-      if (!explicit_out) {
-        instance.argv.push_back("--out");
-        instance.argv.push_back(instance.out_dir.string());
-      }
-      instance.argv.insert(instance.argv.end(), positional.begin(), positional.end());
-      instance.inputs = inputs;
-
-      resolver.used = nullptr;  // labels and resources do not make instances different
-      instance.label = stage.label ? resolver.text(*stage.label) : instance.id;
-      apply_resources(source, resolver, spec.slurm_default, instance.resources);
-      if (auto it = spec.slurm_tools.find(instance.tool); it != spec.slurm_tools.end())
-        apply_resources(source, resolver, it->second, instance.resources);
-      else if (auto it2 = spec.slurm_tools.find(instance.program); it2 != spec.slurm_tools.end())
-        apply_resources(source, resolver, it2->second, instance.resources);
-      apply_resources(source, resolver, stage.resources, instance.resources);
-
-      if (auto it = instance_index.find(instance.id); it != instance_index.end()) {
-        const StageInstance& existing = plan.stages[it->second];
-        if (existing.argv != instance.argv || existing.program != instance.program)
-          source.fail_at(
-              stage.key.path, stage.key.node,
-              fmt::format("two sweep points give stage instance '{}' different commands; "
-                          "sweep values that differ only in characters other than letters, "
-                          "digits, '.', '-', '_' and '+' collide in directory names",
-                          instance.id));
-        point_instances[p][stage.name] = instance.id;
-        continue;
-      }
-      instance_index[instance.id] = plan.stages.size();
-      point_instances[p][stage.name] = instance.id;
-      plan.stages.push_back(std::move(instance));
-    }
-    processed.insert(stage.name);
-  }
-  // Two instances writing one place would overwrite each other (an explicit `out` that does not
-  // mention the sweep variables that tell them apart).
-  std::map<std::string, const StageInstance*> writers;
-  for (const auto& s : plan.stages) {
-    for (size_t i = 0; i + 1 < s.argv.size(); ++i) {
-      if (s.argv[i] != "--out") continue;
-      const auto [it, fresh] = writers.emplace(s.argv[i + 1], &s);
-      if (!fresh)
-        fail(
-            "{}: stages {} and {} both write --out {}; make `out` depend on the sweep variables "
-            "that separate them",
-            s.location.to_string(), it->second->id, s.id, s.argv[i + 1]);
-    }
-  }
+  PlanState state{source, spec, plan, std::move(builtins), expand_sweep(spec.sweep), {}, {}, {}};
+  state.point_instances.resize(state.points.size());
+  for (const auto& stage : spec.stages) expand_stage(state, stage);
+  check_distinct_outputs(plan);
   return plan;
 }
 

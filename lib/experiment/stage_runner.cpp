@@ -154,6 +154,195 @@ void print_plan(const ExperimentPlan& plan, const std::vector<const StageInstanc
                        missing, missing == 1 ? " is" : "s are");
 }
 
+// A program the plan uses that is not executable in --bin-dir (the last such in name order), or "".
+std::string missing_tool(const ExperimentPlan& plan, const std::filesystem::path& bin_dir) {
+  std::set<std::string> programs;
+  for (const auto& s : plan.stages) programs.insert(s.program);
+  std::string missing;
+  for (const auto& program : programs)
+    if (access((bin_dir / program).c_str(), X_OK) != 0) missing = program;
+  return missing;
+}
+
+bool is_forced(const RunOptions& options, const StageInstance& s) {
+  return std::count(options.force.begin(), options.force.end(), s.stage) > 0;
+}
+
+// One execution of the selected stages: starts each when its inputs are done and a job slot is
+// free, waits for the children, and keeps the state the final summary needs.
+class PlanRun {
+ public:
+  PlanRun(const ExperimentPlan& plan, const RunOptions& options,
+          const std::vector<const StageInstance*>& selected, std::ostream& out)
+      : plan_(plan),
+        options_(options),
+        selected_(selected),
+        out_(out),
+        pending_(selected.begin(), selected.end()),
+        run_start_(Clock::now()) {}
+
+  int run() {
+    while (!pending_.empty() || !running_.empty()) {
+      start_ready();
+      if (running_.empty()) {
+        if (g_signal != 0 || pending_.empty()) break;
+        continue;  // everything pending was just marked blocked or skipped
+      }
+      wait_for_stage();
+    }
+    return summarize();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Running {
+    const StageInstance* stage;
+    Clock::time_point start;
+  };
+
+  std::string position(const StageInstance& s) const {
+    const auto it = std::find(selected_.begin(), selected_.end(), &s);
+    return fmt::format("[{:>2}/{}]", it - selected_.begin() + 1, selected_.size());
+  }
+
+  // Start what is ready, in plan order, while there is room; no new stage after a signal.
+  void start_ready() {
+    for (auto it = pending_.begin(); g_signal == 0 && it != pending_.end();) {
+      if (settle(**it))
+        it = pending_.erase(it);
+      else
+        ++it;
+    }
+  }
+
+  // Decides a pending stage: not run (an input failed), skipped (finished earlier) or started.
+  // Returns false while it must wait for its inputs or for a job slot.
+  bool settle(const StageInstance& s) {
+    bool ready = true, blocked = false;
+    for (const auto& input : s.inputs) {
+      const auto st = state_.find(input);
+      if (st == state_.end())
+        ready = false;
+      else if (st->second == "failed" || st->second == "blocked")
+        blocked = true;
+    }
+    if (blocked) {
+      state_[s.id] = "blocked";
+      write_record(plan_, s, "blocked", 0, -1);
+      out_ << fmt::format("{} {}: not run (an input failed)\n", position(s), s.id);
+      return true;
+    }
+    if (!ready || static_cast<int>(running_.size()) >= std::max(1, options_.jobs)) return false;
+    const bool forced = is_forced(options_, s);
+    if (!forced && stage_is_finished(plan_, s)) {
+      state_[s.id] = "skipped";
+      out_ << fmt::format("{} {}: finished earlier, skipped\n", position(s), s.id);
+      return true;
+    }
+    start(s, forced);
+    return true;
+  }
+
+  void start(const StageInstance& s, bool forced) {
+    std::vector<std::string> args{(options_.bin_dir / s.program).string()};
+    args.insert(args.end(), s.argv.begin(), s.argv.end());
+    if (resumes_interrupted_attempt(plan_, s, forced)) {
+      args.push_back("--resume");
+    } else {
+      // A new configuration (or new inputs) starts over: checkpoints of another run of this
+      // stage must not be continued.
+      std::filesystem::remove_all(s.out_dir / "checkpoints");
+    }
+    // A stale manifest must never make a half-rerun stage look finished.
+    std::filesystem::remove(s.out_dir / "manifest.json");
+    write_record(plan_, s, "running", 0, -1);
+    const auto log = stage_log_file(plan_, s);
+    {
+      std::ofstream header(log, std::ios::app);
+      header << fmt::format("=== {} rqat run: {}\n", utc_now(), display_command(args));
+    }
+    const pid_t pid = spawn_logged(args.front(), args, log);
+    running_[pid] = {&s, Clock::now()};
+    out_ << fmt::format("{} {}: running {}{} (log {})\n", position(s), s.id, s.tool,
+                        args.back() == "--resume" ? " --resume" : "", log.string());
+    out_.flush();
+  }
+
+  // Waits for one child to end (or for a signal, which is passed on to the running stages).
+  void wait_for_stage() {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno != EINTR) fail("rqat run: waitpid failed: {}", std::strerror(errno));
+      forward_signal();
+      return;
+    }
+    const auto it = running_.find(pid);
+    if (it == running_.end()) return;
+    const StageInstance& s = *it->second.stage;
+    const double seconds = std::chrono::duration<double>(Clock::now() - it->second.start).count();
+    running_.erase(it);
+    finish(s, exit_code_of(status), seconds);
+  }
+
+  // Forward the signal once to every stage (they are in their own process groups): training
+  // stages write a checkpoint and exit, so the next `rqat run` resumes them.
+  void forward_signal() {
+    if (g_signal == 0 || forwarded_ == g_signal) return;
+    forwarded_ = g_signal;
+    out_ << fmt::format("signal {}: stopping {} running stage{}\n", forwarded_, running_.size(),
+                        running_.size() == 1 ? "" : "s");
+    for (const auto& [child, r] : running_) kill(child, forwarded_);
+  }
+
+  void finish(const StageInstance& s, int code, double seconds) {
+    if (code == 0) {
+      state_[s.id] = "done";
+      write_record(plan_, s, "done", seconds, 0);
+      out_ << fmt::format("{} {}: done in {:.1f} s\n", position(s), s.id, seconds);
+    } else {
+      state_[s.id] = "failed";
+      write_record(plan_, s, "failed", seconds, code);
+      const auto log = stage_log_file(plan_, s);
+      out_ << fmt::format("{} {}: FAILED (exit {}) after {:.1f} s; log: {}\n", position(s), s.id,
+                          code, seconds, log.string());
+      out_ << tail_of_file(log, 6);
+      failures_.push_back(fmt::format("{} (log {})", s.id, log.string()));
+    }
+    out_.flush();
+  }
+
+  int summarize() {
+    const double total = std::chrono::duration<double>(Clock::now() - run_start_).count();
+    if (g_signal != 0) {
+      out_ << fmt::format("interrupted after {:.1f} s; rerun the same command to continue\n",
+                          total);
+      return 128 + g_signal;
+    }
+    int done = 0, skipped = 0, blocked = 0;
+    for (const auto& [id, st] : state_) {
+      done += st == "done";
+      skipped += st == "skipped";
+      blocked += st == "blocked";
+    }
+    out_ << fmt::format("{} ran, {} skipped, {} failed, {} not run, in {:.1f} s\n", done, skipped,
+                        failures_.size(), blocked, total);
+    for (const auto& f : failures_) out_ << "failed: " << f << "\n";
+    return failures_.empty() ? 0 : 1;
+  }
+
+  const ExperimentPlan& plan_;
+  const RunOptions& options_;
+  const std::vector<const StageInstance*>& selected_;
+  std::ostream& out_;
+  std::vector<const StageInstance*> pending_;
+  const Clock::time_point run_start_;
+  std::map<pid_t, Running> running_;
+  std::map<std::string, std::string> state_;  // id -> done, skipped, failed, blocked
+  std::vector<std::string> failures_;
+  int forwarded_ = 0;
+};
+
 }  // namespace
 
 std::filesystem::path stage_log_file(const ExperimentPlan& plan, const StageInstance& stage) {
@@ -199,21 +388,18 @@ int run_plan(const ExperimentPlan& plan, const RunOptions& options, std::ostream
                      plan.experiment_file.string(), selected.size(),
                      selected.size() == 1 ? "" : "s", plan.run_dir.string());
   if (!plan.description.empty()) out << "  " << plan.description << "\n";
-  std::set<std::string> programs;
-  for (const auto& s : plan.stages) programs.insert(s.program);
-  std::string missing_tool;
-  for (const auto& program : programs)
-    if (access((options.bin_dir / program).c_str(), X_OK) != 0) missing_tool = program;
-  if (missing_tool.empty()) {
+  // Flags are checked against the tools when they are all there; a dry run works without them.
+  const std::string missing = missing_tool(plan, options.bin_dir);
+  if (missing.empty()) {
     check_stage_flags(plan, options.bin_dir);
   } else if (!options.dry_run) {
-    fail("--bin-dir {}: no executable '{}' there", options.bin_dir.string(), missing_tool);
+    fail("--bin-dir {}: no executable '{}' there", options.bin_dir.string(), missing);
   }
   if (options.dry_run) {
     print_plan(plan, selected, options, out);
-    if (!missing_tool.empty())
-      out << fmt::format("note: no '{}' in {}: flags were not checked against the tools\n",
-                         missing_tool, options.bin_dir.string());
+    if (!missing.empty())
+      out << fmt::format("note: no '{}' in {}: flags were not checked against the tools\n", missing,
+                         options.bin_dir.string());
     return 0;
   }
   for (const auto* s : selected)
@@ -223,134 +409,8 @@ int run_plan(const ExperimentPlan& plan, const RunOptions& options, std::ostream
   std::filesystem::create_directories(plan.run_dir / "logs");
   write_plan(plan.run_dir / "plan.json", plan);
 
-  SignalScope signals;
-  using Clock = std::chrono::steady_clock;
-  const auto run_start = Clock::now();
-  struct Running {
-    const StageInstance* stage;
-    Clock::time_point start;
-  };
-  std::map<pid_t, Running> running;
-  std::map<std::string, std::string> state;  // id -> done, skipped, failed, blocked
-  std::vector<std::string> failures;
-  std::vector<const StageInstance*> pending(selected.begin(), selected.end());
-  int forwarded = 0;
-
-  auto position = [&](const StageInstance& s) {
-    const auto it = std::find(selected.begin(), selected.end(), &s);
-    return fmt::format("[{:>2}/{}]", it - selected.begin() + 1, selected.size());
-  };
-
-  while (!pending.empty() || !running.empty()) {
-    // Start what is ready, in plan order, while there is room.
-    for (auto it = pending.begin(); g_signal == 0 && it != pending.end();) {
-      const StageInstance& s = **it;
-      bool ready = true, blocked = false;
-      for (const auto& input : s.inputs) {
-        const auto st = state.find(input);
-        if (st == state.end())
-          ready = false;
-        else if (st->second == "failed" || st->second == "blocked")
-          blocked = true;
-      }
-      if (blocked) {
-        state[s.id] = "blocked";
-        write_record(plan, s, "blocked", 0, -1);
-        out << fmt::format("{} {}: not run (an input failed)\n", position(s), s.id);
-        it = pending.erase(it);
-        continue;
-      }
-      if (!ready || static_cast<int>(running.size()) >= std::max(1, options.jobs)) {
-        ++it;
-        continue;
-      }
-      const bool forced = std::count(options.force.begin(), options.force.end(), s.stage) > 0;
-      if (!forced && stage_is_finished(plan, s)) {
-        state[s.id] = "skipped";
-        out << fmt::format("{} {}: finished earlier, skipped\n", position(s), s.id);
-        it = pending.erase(it);
-        continue;
-      }
-      std::vector<std::string> args{(options.bin_dir / s.program).string()};
-      args.insert(args.end(), s.argv.begin(), s.argv.end());
-      if (resumes_interrupted_attempt(plan, s, forced)) {
-        args.push_back("--resume");
-      } else {
-        // A new configuration (or new inputs) starts over: checkpoints of another run of this
-        // stage must not be continued.
-        std::filesystem::remove_all(s.out_dir / "checkpoints");
-      }
-      // A stale manifest must never make a half-rerun stage look finished.
-      std::filesystem::remove(s.out_dir / "manifest.json");
-      write_record(plan, s, "running", 0, -1);
-      const auto log = stage_log_file(plan, s);
-      {
-        std::ofstream header(log, std::ios::app);
-        header << fmt::format("=== {} rqat run: {}\n", utc_now(), display_command(args));
-      }
-      const pid_t pid = spawn_logged(args.front(), args, log);
-      running[pid] = {&s, Clock::now()};
-      out << fmt::format("{} {}: running {}{} (log {})\n", position(s), s.id, s.tool,
-                         args.back() == "--resume" ? " --resume" : "", log.string());
-      out.flush();
-      it = pending.erase(it);
-    }
-    if (running.empty()) {
-      if (g_signal != 0 || pending.empty()) break;
-      continue;  // everything pending was just marked blocked or skipped
-    }
-
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno != EINTR) fail("rqat run: waitpid failed: {}", std::strerror(errno));
-      // Forward the signal once to every stage (they are in their own process groups): training
-      // stages write a checkpoint and exit, so the next `rqat run` resumes them.
-      if (g_signal != 0 && forwarded != g_signal) {
-        forwarded = g_signal;
-        out << fmt::format("signal {}: stopping {} running stage{}\n", forwarded, running.size(),
-                           running.size() == 1 ? "" : "s");
-        for (const auto& [child, r] : running) kill(child, forwarded);
-      }
-      continue;
-    }
-    const auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const StageInstance& s = *it->second.stage;
-    const double seconds = std::chrono::duration<double>(Clock::now() - it->second.start).count();
-    running.erase(it);
-    const int code = exit_code_of(status);
-    if (code == 0) {
-      state[s.id] = "done";
-      write_record(plan, s, "done", seconds, 0);
-      out << fmt::format("{} {}: done in {:.1f} s\n", position(s), s.id, seconds);
-    } else {
-      state[s.id] = "failed";
-      write_record(plan, s, "failed", seconds, code);
-      const auto log = stage_log_file(plan, s);
-      out << fmt::format("{} {}: FAILED (exit {}) after {:.1f} s; log: {}\n", position(s), s.id,
-                         code, seconds, log.string());
-      out << tail_of_file(log, 6);
-      failures.push_back(fmt::format("{} (log {})", s.id, log.string()));
-    }
-    out.flush();
-  }
-
-  const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
-  if (g_signal != 0) {
-    out << fmt::format("interrupted after {:.1f} s; rerun the same command to continue\n", total);
-    return 128 + g_signal;
-  }
-  int done = 0, skipped = 0, blocked = 0;
-  for (const auto& [id, st] : state) {
-    done += st == "done";
-    skipped += st == "skipped";
-    blocked += st == "blocked";
-  }
-  out << fmt::format("{} ran, {} skipped, {} failed, {} not run, in {:.1f} s\n", done, skipped,
-                     failures.size(), blocked, total);
-  for (const auto& f : failures) out << "failed: " << f << "\n";
-  return failures.empty() ? 0 : 1;
+  const SignalScope signals;  // before the first stage starts, until the last one ended
+  return PlanRun(plan, options, selected, out).run();
 }
 
 }  // namespace rqat::experiment

@@ -19,13 +19,19 @@
 #include <vector>
 
 #include "generation/sampling.h"
+#include "io/enum_names.h"
 #include "model/decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rqat::generation {
 
-enum class FinishReason { kStopToken, kStopString, kLength };
-const char* finish_reason_name(FinishReason reason);  // "stop", "stop_string", "length"
+enum class FinishReason { kStopToken, kStopString, kLength, kCount };
+inline constexpr EnumName<FinishReason> kFinishReasonNames[] = {
+    {FinishReason::kStopToken, "stop"},
+    {FinishReason::kStopString, "stop_string"},
+    {FinishReason::kLength, "length"}};
+static_assert(enum_table_complete(kFinishReasonNames));
+const char* finish_reason_name(FinishReason reason);  // kFinishReasonNames
 
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;

@@ -104,15 +104,7 @@ void parse_rope(const FieldReader& r, ModelConfig& c) {
 }  // namespace
 
 const char* family_name(Family family) {
-  switch (family) {
-    case Family::kQwen2:
-      return "qwen2";
-    case Family::kQwen3:
-      return "qwen3";
-    case Family::kLlama:
-      return "llama";
-  }
-  return "?";
+  return enum_name(kFamilyNames, family).data();
 }
 
 ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) {
@@ -123,15 +115,7 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
   const Json* type = r.get("model_type");
   if (type == nullptr || !type->is_string()) fail("{}: field 'model_type' is missing", source);
   c.model_type = type->get<std::string>();
-  if (c.model_type == "qwen2") {
-    c.family = Family::kQwen2;
-  } else if (c.model_type == "qwen3") {
-    c.family = Family::kQwen3;
-  } else if (c.model_type == "llama") {
-    c.family = Family::kLlama;
-  } else {
-    fail("{}: field 'model_type' is '{}'; supported: qwen2, qwen3, llama", source, c.model_type);
-  }
+  c.family = parse_enum(kFamilyNames, c.model_type, fmt::format("{}: field 'model_type'", source));
 
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
@@ -181,6 +165,8 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
     case Family::kLlama:
       c.attention_bias = c.o_proj_bias = r.boolean_or("attention_bias", false);
       c.mlp_bias = r.boolean_or("mlp_bias", false);
+      break;
+    case Family::kCount:  // not a family
       break;
   }
   c.eos_token_ids = r.token_ids("eos_token_id");
@@ -239,6 +225,29 @@ io::Json ModelConfig::to_json() const {
   }
   j["torch_dtype"] = torch_dtype;
   return j;
+}
+
+std::vector<int32_t> model_stop_token_ids(const ModelConfig& config) {
+  std::vector<int32_t> ids;
+  auto add = [&](int64_t id) {
+    if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end())
+      ids.push_back(static_cast<int32_t>(id));
+  };
+  for (const auto id : config.eos_token_ids) add(id);
+  if (config.generation.is_object() && config.generation.contains("eos_token_id")) {
+    const auto& eos = config.generation["eos_token_id"];
+    if (eos.is_number_integer()) {
+      add(eos.get<int64_t>());
+    } else if (eos.is_array()) {
+      for (const auto& e : eos) {
+        if (!e.is_number_integer()) fail("generation_config.json: eos_token_id must hold integers");
+        add(e.get<int64_t>());
+      }
+    } else if (!eos.is_null()) {
+      fail("generation_config.json: eos_token_id must be an integer or a list of integers");
+    }
+  }
+  return ids;
 }
 
 }  // namespace rqat::model

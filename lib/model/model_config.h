@@ -8,11 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "io/enum_names.h"
 #include "io/json_file.h"
 
 namespace rqat::model {
 
-enum class Family { kQwen2, kQwen3, kLlama };
+enum class Family { kQwen2, kQwen3, kLlama, kCount };
+// The names are config.json's model_type.
+inline constexpr EnumName<Family> kFamilyNames[] = {
+    {Family::kQwen2, "qwen2"}, {Family::kQwen3, "qwen3"}, {Family::kLlama, "llama"}};
+static_assert(enum_table_complete(kFamilyNames));
 
 // rope_scaling of type "llama3" (Llama 3.1+): low frequencies are slowed down by `factor`,
 // high ones kept, and the band in between interpolated.
@@ -62,5 +67,9 @@ struct ModelConfig {
 };
 
 const char* family_name(Family family);
+
+// EOS ids of a model directory: config.json's eos_token_id plus generation_config.json's,
+// deduplicated.
+std::vector<int32_t> model_stop_token_ids(const ModelConfig& config);
 
 }  // namespace rqat::model

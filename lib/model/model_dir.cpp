@@ -6,7 +6,6 @@
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "io/json_file.h"
-#include "quant/gptq_checkpoint.h"
 
 namespace rqat::model {
 
@@ -82,18 +81,22 @@ void load_weights(CausalLM& model, const fs::path& dir) {
   }
 }
 
-std::shared_ptr<CausalLM> load_causal_lm(const fs::path& dir, const LoadOptions& options) {
+std::shared_ptr<CausalLM> build_causal_lm(const fs::path& dir, const LoadOptions& options) {
   if (!fs::is_directory(dir)) fail("{}: model directory does not exist", dir.string());
   ModelConfig config = ModelConfig::load(dir / "config.json");
   if (fs::exists(dir / "generation_config.json"))
     config.generation = io::read_json_file(dir / "generation_config.json");
-  // Build the modules on the CPU without touching memory (at::empty), then swap in the mapped
+  // The modules are built without touching memory (at::empty); load_weights swaps in the mapped
   // weights.
-  auto model = std::make_shared<CausalLM>(
+  return std::make_shared<CausalLM>(
       config, at::TensorOptions().dtype(options.dtype).device(options.device));
-  // GPTQ checkpoints: the packed layers are built from their own tensors first.
-  if (auto gptq = quant::read_gptq_config(config.raw, (dir / "config.json").string()))
-    quant::attach_packed_gptq_layers(*model, dir, *gptq);
+}
+
+std::shared_ptr<CausalLM> load_causal_lm(const fs::path& dir, const LoadOptions& options) {
+  auto model = build_causal_lm(dir, options);
+  if (model->config().raw.contains("quantization_config"))
+    fail("{}: has a quantization_config; quantized checkpoints load through quant::load_model",
+         (dir / "config.json").string());
   load_weights(*model, dir);
   return model;
 }

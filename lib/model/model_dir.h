@@ -26,8 +26,14 @@ struct SaveOptions {
   std::optional<std::filesystem::path> tokenizer_from;  // copy tokenizer files from this directory
 };
 
+// A full-precision checkpoint (quantized ones load through quant::load_model, which swaps in
+// their layers first).
 std::shared_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir,
                                          const LoadOptions& options = {});
+// The model dir/config.json (and generation_config.json) describes, its modules allocated but not
+// filled: a loader may replace layers (CausalLM::replace_linear) before load_weights.
+std::shared_ptr<CausalLM> build_causal_lm(const std::filesystem::path& dir,
+                                          const LoadOptions& options = {});
 void save_causal_lm(const CausalLM& model, const std::filesystem::path& dir,
                     const SaveOptions& options = {});
 

@@ -24,12 +24,20 @@
 #include "model/layers.h"
 #include "quant/quant_spec.h"
 
+#include "io/options.h"
+
 namespace rqat::quant {
 
 struct AwqOptions {
   int grid = 20;             // alpha in {0, 1/grid, ..., (grid-1)/grid}
   int64_t max_rows = 4096;   // calibration tokens kept per layer for the search
   bool scale_v_to_o = true;  // the v_proj -> o_proj group when shapes allow
+
+  // The user's options, declared once (io/options.h); ptq offers them as --awq-*.
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    v.value(self.grid, "grid", "AWQ: alpha grid points");
+  }
 };
 
 struct AwqGroupReport {

@@ -27,18 +27,6 @@ uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
   return x % n;
 }
 
-const char* split_name(train::PlainTextSplit split) {
-  switch (split) {
-    case train::PlainTextSplit::kParagraphs:
-      return "paragraphs";
-    case train::PlainTextSplit::kWholeFile:
-      return "whole_file";
-    case train::PlainTextSplit::kSeparatorLine:
-      return "separator_line";
-  }
-  return "?";
-}
-
 void validate(const CalibrationOptions& options) {
   if (options.num_samples < 1)
     fail("calibration: num_samples must be >= 1, got {}", options.num_samples);
@@ -49,7 +37,7 @@ void validate(const CalibrationOptions& options) {
 }
 
 // Segments covering stream positions [begin, begin + length) of the documents laid end to end.
-std::vector<CalibrationSegment> stream_segments(const train::TokenizedDataset& data,
+std::vector<CalibrationSegment> stream_segments(const data::TokenizedDataset& data,
                                                 const std::vector<int64_t>& doc_start,
                                                 int64_t begin, int64_t length) {
   std::vector<CalibrationSegment> segments;
@@ -74,21 +62,21 @@ std::vector<CalibrationSegment> stream_segments(const train::TokenizedDataset& d
 }
 
 io::Json record_of(const CalibrationOptions& options, const CalibrationSet& set,
-                   const train::TokenizedDataset& data) {
+                   const data::TokenizedDataset& data) {
   const auto& d = options.data;
   io::Json fields = io::Json::object();
   if (d.use_chat_template) {
     fields["prompt"] = d.prompt_field;
     fields["response"] = d.response_field;
-  } else if (data.format == train::DataFormat::kJsonl) {
+  } else if (data.format == data::DataFormat::kJsonl) {
     fields["text"] = d.text_field;
   }
   io::Json r = io::Json::object();
   r["source"] = d.path.string();
-  r["format"] = train::format_name(data.format);
-  if (data.format == train::DataFormat::kPlainText) {
-    r["split"] = split_name(d.split);
-    if (d.split == train::PlainTextSplit::kSeparatorLine) r["separator_line"] = d.separator_line;
+  r["format"] = data::format_name(data.format);
+  if (data.format == data::DataFormat::kPlainText) {
+    r["split"] = data::plain_text_split_name(d.split);
+    if (d.split == data::PlainTextSplit::kSeparatorLine) r["separator_line"] = d.separator_line;
   }
   r["fields"] = fields;
   r["chat_template"] = d.use_chat_template ? io::Json(data.chat_format) : io::Json(nullptr);
@@ -150,7 +138,7 @@ CalibrationSet build_calibration_set(const CalibrationOptions& options,
       options.max_positions ? std::min(options.seq_len, *options.max_positions) : options.seq_len;
   const int64_t n = options.num_samples, len = set.seq_len;
 
-  const train::TokenizedDataset data = train::load_tokenized_dataset(options.data, tokenizer, chat);
+  const data::TokenizedDataset data = data::load_tokenized_dataset(options.data, tokenizer, chat);
   set.documents = static_cast<int64_t>(data.documents.size());
   set.source_tokens = data.total_tokens;
   const std::string file = options.data.path.string();

@@ -23,13 +23,13 @@
 #include <string>
 #include <vector>
 
+#include "data/text_dataset.h"
 #include "io/json_file.h"
-#include "train/text_dataset.h"
 
 namespace rqat::quant {
 
 struct CalibrationOptions {
-  train::TextDataOptions data;  // path, format, fields, chat template use (its loss mask unused)
+  data::TextDataOptions data;  // path, format, fields, chat template use (its loss mask unused)
   int64_t num_samples = 128;
   int64_t seq_len = 2048;                // requested; capped at max_positions when that is smaller
   std::optional<int64_t> max_positions;  // the model's max_position_embeddings, when known

@@ -197,6 +197,8 @@ FakeQuantLinear::ScaleZero FakeQuantLinear::current_scale_zero() const {
       auto rounded = at::clamp(at::round(zero.detach()), 0, maxq);
       return {scale, straight_through(zero, rounded, at::ones_like(rounded, at::kBool))};
     }
+    case ScaleMode::kCount:  // not a mode
+      break;
   }
   fail("{}: unknown scale mode", options_.name);
 }
@@ -252,6 +254,14 @@ QuantizedWeight FakeQuantLinear::to_quantized() const {
   q.group_size = group_size_;
   q.validate(options_.name);
   return q;
+}
+
+ScaleMode parse_scale_mode(const std::string& name, const std::string& flag) {
+  return parse_enum(kScaleModeNames, name, flag);
+}
+
+const char* scale_mode_name(ScaleMode mode) {
+  return enum_name(kScaleModeNames, mode).data();
 }
 
 }  // namespace rqat::quant

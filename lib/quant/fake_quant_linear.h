@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "io/enum_names.h"
 #include "model/linear.h"
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
@@ -37,7 +38,14 @@ enum class ScaleMode {
   // which s = range / maxq and z = round(-lo / s) follow as in RTN; gamma and beta train through
   // the LSQ gradients of s and z (z's rounding passes the gradient straight through).
   kLearnableClip,
+  kCount,  // not a mode
 };
+inline constexpr EnumName<ScaleMode> kScaleModeNames[] = {
+    {ScaleMode::kFrozen, "frozen"}, {ScaleMode::kLsq, "lsq"}, {ScaleMode::kLearnableClip, "clip"}};
+static_assert(enum_table_complete(kScaleModeNames));
+// "frozen" | "lsq" | "clip"; errors name `flag` and the choices.
+ScaleMode parse_scale_mode(const std::string& name, const std::string& flag);
+const char* scale_mode_name(ScaleMode mode);
 
 struct FakeQuantOptions {
   ScaleMode mode = ScaleMode::kFrozen;

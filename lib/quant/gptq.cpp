@@ -74,91 +74,82 @@ at::Tensor inverse_cholesky_upper(at::Tensor& h, const GptqOptions& options, Gpt
   }
 }
 
-}  // namespace
-
-QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
-                              const GptqOptions& options, GptqReport* report_out) {
-  const auto start = std::chrono::steady_clock::now();
-  check_arguments(weight, hessian, spec, options);
-  // A model's weight usually requires grad: without this guard every in-place update below would
-  // be recorded for autograd.
-  at::NoGradGuard no_grad;
-  GptqReport report;
-  // Own float32 CPU copies: W and H are modified in place. H is the caller's own tensor when
-  // nobody else holds it (passed with std::move or as a temporary): then its memory is reused.
-  at::Tensor w_tensor = weight.to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
-  at::Tensor h = std::move(hessian);
+// Own float32 CPU copy of H, which gptq modifies in place. H is the caller's own tensor when
+// nobody else holds it (passed with std::move or as a temporary): then its memory is reused.
+at::Tensor working_hessian(at::Tensor h) {
   const bool reusable = h.use_count() == 1 && h.storage().use_count() == 1 && h.is_cpu() &&
                         h.scalar_type() == at::kFloat && h.is_contiguous() && !h.requires_grad() &&
                         (!h.is_inference() || c10::InferenceMode::is_enabled());
   if (!reusable) h = h.to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
-  if (!at::isfinite(w_tensor).all().item<bool>())
-    fail("gptq: the weight holds NaN or infinite values");
-  if (!at::isfinite(h).all().item<bool>())
-    fail("gptq: the Hessian holds NaN or infinite values (non-finite calibration activations?)");
-  const int64_t rows = w_tensor.size(0), cols = w_tensor.size(1);
+  return h;
+}
 
-  // Dead columns: no input ever reached them, so their weights do not matter; zero them and give
-  // H a unit diagonal there so that it stays invertible.
-  {
-    auto dead = h.diagonal() == 0;
-    report.dead_columns = dead.sum().item<int64_t>();
-    if (report.dead_columns > 0) {
-      h.diagonal().masked_fill_(dead, 1.0);
-      w_tensor.masked_fill_(dead.unsqueeze(0), 0.0);
-    }
+// Dead columns: no input ever reached them, so their weights do not matter; zero them and give
+// H a unit diagonal there so that it stays invertible. Returns how many there are.
+int64_t zero_dead_columns(at::Tensor& w_tensor, at::Tensor& h) {
+  auto dead = h.diagonal() == 0;
+  const int64_t count = dead.sum().item<int64_t>();
+  if (count > 0) {
+    h.diagonal().masked_fill_(dead, 1.0);
+    w_tensor.masked_fill_(dead.unsqueeze(0), 0.0);
   }
+  return count;
+}
 
-  const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);
-  auto scales = at::zeros({rows, groups}, at::kFloat),
-       zeros = at::zeros({rows, groups}, at::kFloat);
-  if (options.static_groups) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t begin = g * group, width = std::min(group, cols - begin);
-      RowParams p = find_row_params(w_tensor.narrow(1, begin, width), spec);
-      scales.select(1, g).copy_(p.scales);
-      zeros.select(1, g).copy_(p.zeros);
-    }
+// static_groups: every group's (scale, zero) from the original columns, before any update.
+void find_static_groups(const at::Tensor& w_tensor, const QuantSpec& spec, int64_t group,
+                        at::Tensor& scales, at::Tensor& zeros) {
+  const int64_t cols = w_tensor.size(1), groups = scales.size(1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t begin = g * group, width = std::min(group, cols - begin);
+    RowParams p = find_row_params(w_tensor.narrow(1, begin, width), spec);
+    scales.select(1, g).copy_(p.scales);
+    zeros.select(1, g).copy_(p.zeros);
   }
+}
 
-  // Processing order. A stable sort keeps equal diagonals (e.g. dead columns) in column order.
-  at::Tensor order;
-  if (options.act_order) {
-    order = at::argsort(h.diagonal(), /*stable=*/true, /*dim=*/0, /*descending=*/true);
-    w_tensor = w_tensor.index_select(1, order).contiguous();
-    h = h.index_select(0, order).index_select(1, order).contiguous();
-  } else {
-    order = at::arange(cols, at::kLong);
-  }
+// Processing order, applied to W's columns and H's rows and columns when act_order. A stable sort
+// keeps equal diagonals (e.g. dead columns) in column order.
+at::Tensor processing_order(at::Tensor& w_tensor, at::Tensor& h, bool act_order) {
+  if (!act_order) return at::arange(w_tensor.size(1), at::kLong);
+  at::Tensor order = at::argsort(h.diagonal(), /*stable=*/true, /*dim=*/0, /*descending=*/true);
+  w_tensor = w_tensor.index_select(1, order).contiguous();
+  h = h.index_select(0, order).index_select(1, order).contiguous();
+  return order;
+}
+
+// Group of the column processed j-th: static groups keep the original columns' groups; dynamic
+// groups are consecutive runs of the processing order.
+std::vector<int64_t> processing_groups(const at::Tensor& order, int64_t group, bool static_groups) {
+  const int64_t cols = order.size(0);
   const int64_t* order_ptr = order.data_ptr<int64_t>();
-  // Group of the column processed j-th: static groups keep the original columns' groups; dynamic
-  // groups are consecutive runs of the processing order.
   std::vector<int64_t> group_of(cols);
-  for (int64_t j = 0; j < cols; ++j)
-    group_of[j] = (options.static_groups ? order_ptr[j] : j) / group;
+  for (int64_t j = 0; j < cols; ++j) group_of[j] = (static_groups ? order_ptr[j] : j) / group;
+  return group_of;
+}
 
-  at::Tensor u = inverse_cholesky_upper(h, options, report);
-  h = at::Tensor();
-
-  const int64_t block = std::min(options.block_size, cols);
-  auto codes = at::empty({rows, cols}, at::kByte);
-  auto err = at::zeros({rows, block}, at::kFloat);  // scaled errors (w - q) / U_jj of a block
-  auto output = options.return_output ? at::empty({rows, cols}, at::kFloat) : at::Tensor();
-  std::vector<double> row_loss(rows, 0.0);
-
-  float* w = w_tensor.data_ptr<float>();
-  const float* u_ptr = u.data_ptr<float>();
-  uint8_t* code_ptr = codes.data_ptr<uint8_t>();
-  float* err_ptr = err.data_ptr<float>();
-  float* out_ptr = options.return_output ? output.data_ptr<float>() : nullptr;
-  float* scale_ptr = scales.data_ptr<float>();
-  float* zero_ptr = zeros.data_ptr<float>();
-  const float max_code = static_cast<float>(spec.max_code());
+// The column loop over W in processing order, block after block. W, scales and zeros are the
+// caller's tensors (shared storage), updated in place; codes, output and row_loss are the results.
+struct ColumnLoop {
+  at::Tensor w_tensor;  // (rows, cols) float32, updated in place
+  at::Tensor u;         // (cols, cols) upper Cholesky factor of H^-1
+  at::Tensor scales;    // (rows, groups)
+  at::Tensor zeros;     // (rows, groups)
+  const std::vector<int64_t>& group_of;
+  const QuantSpec& spec;
+  bool static_groups;
+  int64_t group;
+  int64_t block;
+  at::Tensor codes;   // (rows, cols) uint8
+  at::Tensor err;     // (rows, block) scaled errors (w - q) / U_jj of a block
+  at::Tensor output;  // (rows, cols) float32 Q when asked for, else undefined
+  std::vector<double> row_loss;
 
   // (scale, zero) of the group starting at processing position j of block [i1, i2), from the
   // group's current weights: columns inside the block are already updated in place; later ones
   // still lack the lazy update of this block's columns before j, applied here to a copy.
-  auto find_dynamic_group = [&](int64_t j, int64_t i1, int64_t i2) {
+  void find_dynamic_group(int64_t j, int64_t i1, int64_t i2) {
+    const int64_t cols = w_tensor.size(1);
     const int64_t width = std::min(group, cols - j);
     const int64_t inside = std::min(width, i2 - j);
     at::Tensor current = w_tensor.narrow(1, j, inside);
@@ -172,19 +163,32 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
     RowParams p = find_row_params(current, spec);
     scales.select(1, group_of[j]).copy_(p.scales);
     zeros.select(1, group_of[j]).copy_(p.zeros);
-  };
+  }
 
   // Columns [a, b) of block [i1, i2): quantize column by column and spread each column's error
-  // over the rest of the block (the paper's inner loop), one row at a time.
-  auto quantize_columns = [&](int64_t a, int64_t b, int64_t i1, int64_t i2) {
+  // over the rest of the block (the paper's inner loop), one row at a time. Plain pointers and
+  // local copies: rows run in parallel and the inner loop should not reach through `this`.
+  void quantize_columns(int64_t a, int64_t b, int64_t i1, int64_t i2) {
+    const int64_t rows = w_tensor.size(0), cols = w_tensor.size(1), groups = scales.size(1);
+    const int64_t err_stride = block;
+    float* w = w_tensor.data_ptr<float>();
+    const float* u_ptr = u.data_ptr<float>();
+    uint8_t* code_ptr = codes.data_ptr<uint8_t>();
+    float* err_ptr = err.data_ptr<float>();
+    float* out_ptr = output.defined() ? output.data_ptr<float>() : nullptr;
+    const float* scale_ptr = scales.data_ptr<float>();
+    const float* zero_ptr = zeros.data_ptr<float>();
+    const int64_t* group_ptr = group_of.data();
+    double* loss_ptr = row_loss.data();
+    const float max_code = static_cast<float>(spec.max_code());
     const int64_t grain = std::max<int64_t>(1, 4096 / ((b - a) * (i2 - a)));
     at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         float* wr = w + r * cols;
-        float* er = err_ptr + r * block;
+        float* er = err_ptr + r * err_stride;
         double loss = 0;
         for (int64_t j = a; j < b; ++j) {
-          const int64_t g = r * groups + group_of[j];
+          const int64_t g = r * groups + group_ptr[j];
           const float scale = scale_ptr[g], zero = zero_ptr[g];
           const float x = wr[j];
           const float q = quantize_code(x, scale, zero, max_code);
@@ -198,30 +202,43 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
           const float* ur = u_ptr + j * cols;
           for (int64_t c = j + 1; c < i2; ++c) wr[c] -= e * ur[c];
         }
-        row_loss[r] += loss;
+        loss_ptr[r] += loss;
       }
     });
-  };
-
-  for (int64_t i1 = 0; i1 < cols; i1 += block) {
-    const int64_t i2 = std::min(i1 + block, cols);
-    for (int64_t j = i1; j < i2;) {
-      int64_t next = i2;
-      if (!options.static_groups) {
-        if (j % group == 0) find_dynamic_group(j, i1, i2);
-        next = std::min(i2, (j / group + 1) * group);
-      }
-      quantize_columns(j, next, i1, i2);
-      j = next;
-    }
-    if (i2 < cols) {
-      // The lazy batch update: W[:, i2:] -= Err[:, :count] U[i1:i2, i2:].
-      w_tensor.narrow(1, i2, cols - i2)
-          .addmm_(err.narrow(1, 0, i2 - i1), u.narrow(0, i1, i2 - i1).narrow(1, i2, cols - i2), 1,
-                  -1);
-    }
   }
 
+  // Blocks of `block` columns; inside a block, runs of columns that share their group parameters
+  // (dynamic groups are found at their first column); then the block's lazy batch update.
+  void run() {
+    const int64_t cols = w_tensor.size(1);
+    for (int64_t i1 = 0; i1 < cols; i1 += block) {
+      const int64_t i2 = std::min(i1 + block, cols);
+      for (int64_t j = i1; j < i2;) {
+        int64_t next = i2;
+        if (!static_groups) {
+          if (j % group == 0) find_dynamic_group(j, i1, i2);
+          next = std::min(i2, (j / group + 1) * group);
+        }
+        quantize_columns(j, next, i1, i2);
+        j = next;
+      }
+      if (i2 < cols) {
+        // The lazy batch update: W[:, i2:] -= Err[:, :count] U[i1:i2, i2:].
+        w_tensor.narrow(1, i2, cols - i2)
+            .addmm_(err.narrow(1, 0, i2 - i1), u.narrow(0, i1, i2 - i1).narrow(1, i2, cols - i2), 1,
+                    -1);
+      }
+    }
+  }
+};
+
+// The result in the original column order: act_order permutes the codes (and Q) back and, with
+// dynamic groups, gives each original column the group of its processing position.
+QuantizedWeight original_order_result(const QuantSpec& spec, const GptqOptions& options,
+                                      const at::Tensor& order, int64_t group,
+                                      const at::Tensor& scales, const at::Tensor& zeros,
+                                      const at::Tensor& codes, at::Tensor& output) {
+  const int64_t cols = codes.size(1);
   QuantizedWeight result;
   result.bits = spec.bits;
   result.group_size = spec.group_size;
@@ -237,7 +254,62 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
     result.codes = codes;
     result.g_idx = contiguous_group_index(cols, spec.group_size);
   }
-  for (double l : row_loss) report.loss += l;
+  return result;
+}
+
+}  // namespace
+
+QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
+                              const GptqOptions& options, GptqReport* report_out) {
+  const auto start = std::chrono::steady_clock::now();
+  check_arguments(weight, hessian, spec, options);
+  // A model's weight usually requires grad: without this guard every in-place update below would
+  // be recorded for autograd.
+  at::NoGradGuard no_grad;
+  GptqReport report;
+  // Own float32 CPU copy: W is modified in place.
+  at::Tensor w_tensor = weight.to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
+  at::Tensor h = working_hessian(std::move(hessian));
+  if (!at::isfinite(w_tensor).all().item<bool>())
+    fail("gptq: the weight holds NaN or infinite values");
+  if (!at::isfinite(h).all().item<bool>())
+    fail("gptq: the Hessian holds NaN or infinite values (non-finite calibration activations?)");
+  const int64_t rows = w_tensor.size(0), cols = w_tensor.size(1);
+  report.dead_columns = zero_dead_columns(w_tensor, h);
+
+  const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);
+  auto scales = at::zeros({rows, groups}, at::kFloat),
+       zeros = at::zeros({rows, groups}, at::kFloat);
+  if (options.static_groups) find_static_groups(w_tensor, spec, group, scales, zeros);
+
+  const at::Tensor order = processing_order(w_tensor, h, options.act_order);
+  const std::vector<int64_t> group_of = processing_groups(order, group, options.static_groups);
+
+  at::Tensor u = inverse_cholesky_upper(h, options, report);
+  h = at::Tensor();
+
+  const int64_t block = std::min(options.block_size, cols);
+  ColumnLoop loop{
+      .w_tensor = w_tensor,
+      .u = u,
+      .scales = scales,
+      .zeros = zeros,
+      .group_of = group_of,
+      .spec = spec,
+      .static_groups = options.static_groups,
+      .group = group,
+      .block = block,
+      .codes = at::empty({rows, cols}, at::kByte),
+      .err = at::zeros({rows, block}, at::kFloat),
+      .output = options.return_output ? at::empty({rows, cols}, at::kFloat) : at::Tensor(),
+      .row_loss = std::vector<double>(rows, 0.0),
+  };
+  loop.run();
+
+  at::Tensor output = loop.output;
+  QuantizedWeight result =
+      original_order_result(spec, options, order, group, scales, zeros, loop.codes, output);
+  for (double l : loop.row_loss) report.loss += l;
   report.output = output;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (report_out != nullptr) *report_out = std::move(report);

@@ -32,6 +32,8 @@
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
 
+#include "io/options.h"
+
 namespace rqat::quant {
 
 inline constexpr double kDampRetryFactor = 10.0;
@@ -44,6 +46,16 @@ struct GptqOptions {
   bool static_groups = false;  // group parameters from the original weights, before any update
   int max_damp_retries = 4;    // damping increases allowed when H is not positive definite
   bool return_output = false;  // fill GptqReport::output with the quantized weight Q
+
+  // The user's options, declared once (io/options.h): ptq's flags and manifest derive from it.
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    v.value(self.damp_percent, "damp-percent", "GPTQ damping, fraction of mean diag(H)");
+    v.value(self.block_size, "block-size", "GPTQ lazy-update block");
+    v.value(self.act_order, "act-order", "GPTQ desc_act: columns by diag(H)");
+    v.value(self.static_groups, "static-groups",
+            "GPTQ: group parameters from the original weights");
+  }
 };
 
 struct GptqReport {

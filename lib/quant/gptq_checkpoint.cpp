@@ -11,7 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "model/model_dir.h"
-#include "model/packed_gptq_linear.h"
+#include "quant/packed_gptq_linear.h"
 
 namespace rqat::quant {
 
@@ -82,62 +82,79 @@ const io::Json* find_key(const io::Json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-}  // namespace
-
-GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
-                                         const std::map<std::string, QuantizedWeight>& layers,
-                                         const QuantSpec& spec, const fs::path& dir,
-                                         const GptqExportOptions& options) {
-  if (layers.empty()) fail("{}: no quantized layers to export", dir.string());
-  // linear_layers() hands out mutable slots; only names are read here.
+// Names of the model's linear layers, lm_head included. linear_layers() hands out mutable slots;
+// only names are read here.
+std::vector<std::string> linear_layer_names(const model::CausalLM& model) {
   std::vector<std::string> linear_names;
   for (const auto& slot :
        const_cast<model::CausalLM&>(model).linear_layers(/*include_lm_head=*/true))
     linear_names.push_back(slot.name);
+  return linear_names;
+}
+
+// (out, in) of the layer NAME: from its dense NAME.weight, or the packed layer's own when it was
+// loaded from a GPTQ checkpoint; (-1, -1) when neither exists.
+std::pair<int64_t, int64_t> layer_shape(const model::CausalLM& model,
+                                        const std::map<std::string, at::Tensor>& state_by_name,
+                                        const std::string& name) {
+  int64_t out = -1, in = -1;
+  if (auto it = state_by_name.find(name + ".weight"); it != state_by_name.end()) {
+    out = it->second.size(0);
+    in = it->second.size(1);
+  } else if (const auto modules = model.named_modules(); const auto* module = modules.find(name)) {
+    if (auto layer = std::dynamic_pointer_cast<quant::PackedGptqLinear>(*module)) {
+      out = layer->out_features();
+      in = layer->in_features();
+    }
+  }
+  return {out, in};
+}
+
+// Every check on one layer before it is packed, so that nothing is written for an export that
+// would fail: a linear layer of the model, the spec's bits and group size, codes of the layer's
+// shape, and the zero points that symmetric GPTQ kernels assume.
+void check_exported_layer(const model::CausalLM& model,
+                          const std::map<std::string, at::Tensor>& state_by_name,
+                          const std::set<std::string>& linear_set, const std::string& name,
+                          const QuantizedWeight& weight, const QuantSpec& spec) {
+  if (linear_set.count(name) == 0)
+    fail("{}: not a linear layer of this model (tied lm_head or misspelled?)", name);
+  if (weight.bits != spec.bits || weight.group_size != spec.group_size) {
+    fail("{}: quantized with {} bits and group size {}, but the spec says {} and {}", name,
+         weight.bits, weight.group_size, spec.bits, spec.group_size);
+  }
+  if (!weight.codes.defined() || weight.codes.dim() != 2)
+    fail("{}: codes must be an (out, in) matrix", name);
+  const auto [out, in] = layer_shape(model, state_by_name, name);
+  if (weight.codes.size(0) != out || weight.codes.size(1) != in) {
+    fail("{}: codes have shape {}, but the layer is ({}, {})", name, c10::str(weight.codes.sizes()),
+         out, in);
+  }
+  if (spec.symmetric && weight.zeros.defined() &&
+      !weight.zeros.eq(double(int64_t{1} << (weight.bits - 1))).all().item<bool>()) {
+    fail(
+        "{}: the spec is symmetric but some zero points differ from {}, which sym=true GPTQ "
+        "kernels assume",
+        name, int64_t{1} << (weight.bits - 1));
+  }
+}
+
+// Checks and packs every layer; records whether any g_idx is permuted (act-order) and the largest
+// scale rounding in the summary.
+std::map<std::string, GptqPackedLayer> pack_layers(
+    const model::CausalLM& model, const std::map<std::string, QuantizedWeight>& layers,
+    const QuantSpec& spec, const std::vector<std::string>& linear_names,
+    const io::NamedTensors& state, const GptqExportOptions& options, bool& any_permuted,
+    GptqExportSummary& summary) {
   const std::set<std::string> linear_set(linear_names.begin(), linear_names.end());
-
-  io::NamedTensors state = model.state_tensors();
   std::map<std::string, at::Tensor> state_by_name(state.begin(), state.end());
-
-  GptqExportSummary summary;
   GptqPackOptions pack_options;
   pack_options.format = options.format;
   pack_options.allow_v1_zero_wrap = options.allow_v1_zero_wrap;
   pack_options.round_scales_to_fp16 = options.round_scales_to_fp16;
   std::map<std::string, GptqPackedLayer> packed;
-  bool any_permuted = false;
   for (const auto& [name, weight] : layers) {
-    if (linear_set.count(name) == 0)
-      fail("{}: not a linear layer of this model (tied lm_head or misspelled?)", name);
-    if (weight.bits != spec.bits || weight.group_size != spec.group_size) {
-      fail("{}: quantized with {} bits and group size {}, but the spec says {} and {}", name,
-           weight.bits, weight.group_size, spec.bits, spec.group_size);
-    }
-    if (!weight.codes.defined() || weight.codes.dim() != 2)
-      fail("{}: codes must be an (out, in) matrix", name);
-    // Shape of the dense layer: NAME.weight, or the packed layer's own.
-    int64_t out = -1, in = -1;
-    if (auto it = state_by_name.find(name + ".weight"); it != state_by_name.end()) {
-      out = it->second.size(0);
-      in = it->second.size(1);
-    } else if (const auto modules = model.named_modules();
-               const auto* module = modules.find(name)) {
-      if (auto layer = std::dynamic_pointer_cast<model::PackedGptqLinear>(*module)) {
-        out = layer->out_features();
-        in = layer->in_features();
-      }
-    }
-    if (weight.codes.size(0) != out || weight.codes.size(1) != in) {
-      fail("{}: codes have shape {}, but the layer is ({}, {})", name,
-           c10::str(weight.codes.sizes()), out, in);
-    }
-    if (spec.symmetric && weight.zeros.defined() &&
-        !weight.zeros.eq(double(int64_t{1} << (weight.bits - 1))).all().item<bool>()) {
-      fail(
-          "{}: the spec is symmetric but some zero points differ from {}, which sym=true GPTQ "
-          "kernels assume",
-          name, int64_t{1} << (weight.bits - 1));
-    }
+    check_exported_layer(model, state_by_name, linear_set, name, weight, spec);
     packed[name] = pack_gptq_layer(weight, name, pack_options);
     any_permuted = any_permuted || !sequential_g_idx(weight);
     const at::Tensor scales = weight.scales.to(at::kCPU, at::kFloat);
@@ -145,17 +162,22 @@ GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
         ((packed[name].scales.t().to(at::kFloat) - scales).abs() / scales).max().item<double>();
     summary.max_scale_rounding = std::max(summary.max_scale_rounding, rounding);
   }
-  if (options.desc_act == false && any_permuted)
-    fail("{}: desc_act = false, but some layer's g_idx is permuted (act-order)", dir.string());
-  summary.desc_act = options.desc_act.value_or(any_permuted);
+  return packed;
+}
 
-  const at::ScalarType dtype = options.dtype.value_or(model.options().dtype().toScalarType());
+// The tensors to write, in the model's state order: each quantized layer's dense (or previously
+// packed) weight is replaced by its packed tensors, emitted once at the layer's first tensor;
+// every other tensor is converted to dtype. Fills `emitted` with the packed layers' names.
+io::NamedTensors checkpoint_tensors(const model::CausalLM& model, const io::NamedTensors& state,
+                                    const std::map<std::string, QuantizedWeight>& layers,
+                                    const std::map<std::string, GptqPackedLayer>& packed,
+                                    at::ScalarType dtype, std::set<std::string>& emitted,
+                                    GptqExportSummary& summary) {
   std::set<std::string> buffers;
   for (const auto& item : model.named_buffers(/*recurse=*/true)) buffers.insert(item.key());
   static const std::set<std::string> kPackedSuffixes = {"weight", "qweight", "qzeros", "scales",
                                                         "g_idx"};
   io::NamedTensors tensors;
-  std::set<std::string> emitted;
   for (const auto& [name, tensor] : state) {
     const size_t dot = name.rfind('.');
     const std::string module = dot == std::string::npos ? "" : name.substr(0, dot);
@@ -180,15 +202,22 @@ GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
     summary.full_precision_bytes += bytes_of(stored);
     tensors.emplace_back(name, stored);
   }
-  summary.quantized_layers = static_cast<int64_t>(emitted.size());
+  return tensors;
+}
 
+// config.json's "quantization_config", in the keys the GPTQ loaders (transformers, optimum,
+// GPTQModel, vLLM) read, plus rqat's own "meta".
+io::Json quantization_config(const QuantSpec& spec, const GptqExportOptions& options,
+                             const GptqExportSummary& summary, bool lm_head,
+                             const std::vector<std::string>& linear_names,
+                             const std::set<std::string>& emitted) {
   io::Json qc = io::Json::object();
   qc["quant_method"] = "gptq";
   qc["bits"] = spec.bits;
   qc["group_size"] = spec.group_size;
   qc["desc_act"] = summary.desc_act;
   qc["sym"] = spec.symmetric;
-  qc["lm_head"] = layers.count("lm_head") > 0;
+  qc["lm_head"] = lm_head;
   // GPTQModel, vLLM and older transformers read "checkpoint_format"; transformers' GPTQConfig
   // also writes the same value as "format".
   qc["checkpoint_format"] = gptq_format_name(options.format);
@@ -207,7 +236,35 @@ GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
   if (options.static_groups) meta["static_groups"] = *options.static_groups;
   if (options.true_sequential) meta["true_sequential"] = *options.true_sequential;
   qc["meta"] = meta;
+  return qc;
+}
 
+}  // namespace
+
+GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
+                                         const std::map<std::string, QuantizedWeight>& layers,
+                                         const QuantSpec& spec, const fs::path& dir,
+                                         const GptqExportOptions& options) {
+  if (layers.empty()) fail("{}: no quantized layers to export", dir.string());
+  const std::vector<std::string> linear_names = linear_layer_names(model);
+  io::NamedTensors state = model.state_tensors();
+
+  GptqExportSummary summary;
+  bool any_permuted = false;
+  const std::map<std::string, GptqPackedLayer> packed =
+      pack_layers(model, layers, spec, linear_names, state, options, any_permuted, summary);
+  if (options.desc_act == false && any_permuted)
+    fail("{}: desc_act = false, but some layer's g_idx is permuted (act-order)", dir.string());
+  summary.desc_act = options.desc_act.value_or(any_permuted);
+
+  const at::ScalarType dtype = options.dtype.value_or(model.options().dtype().toScalarType());
+  std::set<std::string> emitted;
+  io::NamedTensors tensors =
+      checkpoint_tensors(model, state, layers, packed, dtype, emitted, summary);
+  summary.quantized_layers = static_cast<int64_t>(emitted.size());
+
+  io::Json qc = quantization_config(spec, options, summary, layers.count("lm_head") > 0,
+                                    linear_names, emitted);
   model::ModelConfig config = model.config();
   config.torch_dtype = model::hf_dtype_name(dtype);
   if (!config.raw.is_object()) config.raw = io::Json::object();
@@ -312,7 +369,7 @@ std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model, const
     }
     if (checkpoint.contains(name + ".g_idx")) packed.g_idx = checkpoint.tensor(name + ".g_idx");
     const auto& dense = *slot.layer;
-    auto layer = std::make_shared<model::PackedGptqLinear>(
+    auto layer = std::make_shared<quant::PackedGptqLinear>(
         name, packed, config.bits, config.group_size, config.format, dense->in_features(),
         dense->out_features(), dense->bias().has_value(), model.options());
     model.replace_linear(slot, layer);
@@ -324,6 +381,24 @@ std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model, const
         "one of the model's linear layers",
         where);
   return replaced;
+}
+
+void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec) {
+  const int64_t multiple = gptq_pack_multiple(spec.bits);
+  for (const auto& slot : model.linear_layers(true)) {
+    if (!spec.quantizes(slot.name)) continue;
+    const int64_t in = (*slot.layer)->in_features(), out = (*slot.layer)->out_features();
+    if (in % multiple != 0 || out % multiple != 0)
+      fail(
+          "--export gptq: layer {} ({}x{}) cannot be packed at {} bits (in and out features must "
+          "be multiples of {}); exclude it with --exclude or do not export",
+          slot.name, out, in, spec.bits, multiple);
+    if (spec.group_size > 0 && in % spec.group_size != 0)
+      fail(
+          "--export gptq: layer {} has {} inputs, which --group-size {} does not divide (rqat "
+          "quantizes a smaller last group; the GPTQ layout cannot store it)",
+          slot.name, in, spec.group_size);
+  }
 }
 
 }  // namespace rqat::quant

@@ -5,7 +5,7 @@
 // lm_head and linear layers left in full precision) is stored as usual.
 //
 // Export writes such a directory from a model and the quantized state of its layers; loading is
-// load_causal_lm() (model_dir.h), which builds the quantized layers as PackedGptqLinear.
+// quant::load_model() (load_model.h), which builds the quantized layers as PackedGptqLinear.
 #pragma once
 
 #include <cstdint>
@@ -84,5 +84,8 @@ bool is_gptq_checkpoint(const std::filesystem::path& dir);
 std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model,
                                                    const std::filesystem::path& dir,
                                                    const GptqCheckpointConfig& config);
+
+// Throws when a layer the spec selects cannot be packed in the GPTQ layout (sizes, groups).
+void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec);
 
 }  // namespace rqat::quant

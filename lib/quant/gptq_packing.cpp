@@ -159,13 +159,11 @@ at::Tensor unpack_gptq_columns(const at::Tensor& packed, int bits, std::string_v
 }
 
 GptqFormat parse_gptq_format(std::string_view name, std::string_view where) {
-  if (name == "gptq") return GptqFormat::kV1;
-  if (name == "gptq_v2") return GptqFormat::kV2;
-  fail("{}: GPTQ checkpoint format '{}' is not supported ('gptq' or 'gptq_v2')", where, name);
+  return parse_enum(kGptqFormatNames, name, where);
 }
 
 const char* gptq_format_name(GptqFormat format) {
-  return format == GptqFormat::kV1 ? "gptq" : "gptq_v2";
+  return enum_name(kGptqFormatNames, format).data();
 }
 
 GptqPackedLayer pack_gptq_layer(const QuantizedWeight& weight, const std::string& name,

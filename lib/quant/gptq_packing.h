@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "io/enum_names.h"
 #include "quant/quantized_weight.h"
 
 namespace rqat::quant {
@@ -38,11 +39,16 @@ at::Tensor pack_gptq_columns(const at::Tensor& values, int bits, std::string_vie
 at::Tensor unpack_gptq_columns(const at::Tensor& packed, int bits, std::string_view what);
 
 enum class GptqFormat {
-  kV1,  // "gptq": zero points stored minus one; what vLLM, transformers and AutoGPTQ read
-  kV2,  // "gptq_v2": zero points stored as they are (GPTQModel)
+  kV1,     // "gptq": zero points stored minus one; what vLLM, transformers and AutoGPTQ read
+  kV2,     // "gptq_v2": zero points stored as they are (GPTQModel)
+  kCount,  // not a format
 };
+inline constexpr EnumName<GptqFormat> kGptqFormatNames[] = {{GptqFormat::kV1, "gptq"},
+                                                            {GptqFormat::kV2, "gptq_v2"}};
+static_assert(enum_table_complete(kGptqFormatNames));
+// "gptq" | "gptq_v2"; errors name `where` (the flag, or FILE:field) and the choices.
 GptqFormat parse_gptq_format(std::string_view name, std::string_view where);
-const char* gptq_format_name(GptqFormat format);  // "gptq" | "gptq_v2"
+const char* gptq_format_name(GptqFormat format);
 
 // The tensors of one quantized linear layer as a GPTQ checkpoint stores them (see above).
 struct GptqPackedLayer {

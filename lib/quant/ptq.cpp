@@ -15,22 +15,11 @@
 namespace rqat::quant {
 
 PtqMethod parse_ptq_method(const std::string& name) {
-  if (name == "rtn") return PtqMethod::kRtn;
-  if (name == "gptq") return PtqMethod::kGptq;
-  if (name == "awq") return PtqMethod::kAwq;
-  fail("--method must be rtn, gptq or awq, got '{}'", name);
+  return parse_enum(kPtqMethodNames, name, "--method");
 }
 
 const char* ptq_method_name(PtqMethod method) {
-  switch (method) {
-    case PtqMethod::kRtn:
-      return "rtn";
-    case PtqMethod::kGptq:
-      return "gptq";
-    case PtqMethod::kAwq:
-      return "awq";
-  }
-  return "?";
+  return enum_name(kPtqMethodNames, method).data();
 }
 
 const std::vector<std::vector<std::string>>& sequential_groups() {

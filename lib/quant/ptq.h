@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "io/enum_names.h"
 #include "model/decoder.h"
 #include "quant/awq.h"
 #include "quant/gptq.h"
@@ -21,9 +22,12 @@
 
 namespace rqat::quant {
 
-enum class PtqMethod { kRtn, kGptq, kAwq };
-PtqMethod parse_ptq_method(
-    const std::string& name);  // "rtn" | "gptq" | "awq"; error names --method
+enum class PtqMethod { kRtn, kGptq, kAwq, kCount };
+inline constexpr EnumName<PtqMethod> kPtqMethodNames[] = {
+    {PtqMethod::kRtn, "rtn"}, {PtqMethod::kGptq, "gptq"}, {PtqMethod::kAwq, "awq"}};
+static_assert(enum_table_complete(kPtqMethodNames));
+// "rtn" | "gptq" | "awq"; errors name --method and the choices.
+PtqMethod parse_ptq_method(const std::string& name);
 const char* ptq_method_name(PtqMethod method);
 
 struct PtqOptions {

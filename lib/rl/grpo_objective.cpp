@@ -76,38 +76,19 @@ double item(const at::Tensor& t) {
 }  // namespace
 
 AdvantageMode parse_advantage_mode(const std::string& name, const std::string& flag) {
-  if (name == "grpo") return AdvantageMode::kGroupNormalized;
-  if (name == "dr_grpo") return AdvantageMode::kMeanCentered;
-  fail("{} must be grpo or dr_grpo, got '{}'", flag, name);
+  return parse_enum(kAdvantageModeNames, name, flag);
 }
 
 std::string advantage_mode_name(AdvantageMode mode) {
-  switch (mode) {
-    case AdvantageMode::kGroupNormalized:
-      return "grpo";
-    case AdvantageMode::kMeanCentered:
-      return "dr_grpo";
-  }
-  fail("grpo: unknown advantage mode {}", static_cast<int>(mode));
+  return std::string(enum_name(kAdvantageModeNames, mode));
 }
 
 LossAggregation parse_loss_aggregation(const std::string& name, const std::string& flag) {
-  if (name == "seq_mean") return LossAggregation::kSequenceMean;
-  if (name == "token_mean") return LossAggregation::kTokenMean;
-  if (name == "constant") return LossAggregation::kConstantNormalizer;
-  fail("{} must be seq_mean, token_mean or constant, got '{}'", flag, name);
+  return parse_enum(kLossAggregationNames, name, flag);
 }
 
 std::string loss_aggregation_name(LossAggregation aggregation) {
-  switch (aggregation) {
-    case LossAggregation::kSequenceMean:
-      return "seq_mean";
-    case LossAggregation::kTokenMean:
-      return "token_mean";
-    case LossAggregation::kConstantNormalizer:
-      return "constant";
-  }
-  fail("grpo: unknown loss aggregation {}", static_cast<int>(aggregation));
+  return std::string(enum_name(kLossAggregationNames, aggregation));
 }
 
 Advantages group_advantages(const std::vector<double>& rewards, int64_t group_size,
@@ -169,14 +150,16 @@ GrpoLoss grpo_loss(const at::Tensor& new_logp, const at::Tensor& old_logp, const
 
   const at::ScalarType dtype = new_logp.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const at::Device device = new_logp.device();
-  if (at::isFloatingType(mask.scalar_type()) && !(mask.eq(0) | mask.eq(1)).all().item<bool>())
+  if (at::isFloatingType(mask.scalar_type()) && mask.is_cpu() &&
+      !(mask.eq(0) | mask.eq(1)).all().item<bool>())
     fail("grpo loss: a floating-point mask must hold only 0 and 1");
   const at::Tensor on = mask.to(device).ne(0);
   const at::Tensor weight = on.to(dtype);
   const at::Tensor fresh = new_logp.to(dtype);
   const at::Tensor old = old_logp.detach().to(dtype);
+  if (advantages.is_cpu() && !torch::isfinite(advantages).all().item<bool>())
+    fail("grpo loss: advantages must be finite");
   const at::Tensor adv = advantages.detach().to(device, dtype);
-  if (!torch::isfinite(adv).all().item<bool>()) fail("grpo loss: advantages must be finite");
 
   // Differences are zeroed at masked-out positions with where(), whose backward sends exactly 0
   // there, so junk (NaN, inf) in padding cannot leak into the loss or the gradient.
@@ -192,20 +175,24 @@ GrpoLoss grpo_loss(const at::Tensor& new_logp, const at::Tensor& old_logp, const
                                        ((a < 0) & (ratio.detach() < 1.0 - options.clip_low)));
   at::Tensor per_token = -torch::where(clip_active, clipped_ratio * a, ratio * a);
 
+  // Statistics in float64 on the device: a token count is exact, and a sum of float32 terms is
+  // widened before it is divided.
   GrpoLoss out;
-  const double tokens = item(weight.sum());
+  const at::Tensor tokens = weight.sum().to(at::kDouble);
   out.tokens = tokens;
-  const double denominator = std::max(tokens, 1.0);
-  if (tokens > 0) {
-    out.clip_fraction = item(clip_active.sum()) / tokens;
-    out.mean_ratio = item((ratio.detach() * weight).sum()) / tokens;
-  }
+  const at::Tensor denominator = tokens.clamp_min(1.0);
+  const at::Tensor any = tokens > 0;
+  const at::Tensor zero64 = torch::zeros({}, tokens.options());
+  out.clip_fraction = torch::where(any, clip_active.sum().to(at::kDouble) / tokens, zero64);
+  out.mean_ratio = torch::where(any, (ratio.detach() * weight).sum().to(at::kDouble) / tokens,
+                                torch::ones_like(zero64));
+  out.kl = zero64;
 
   if (ref_logp.defined()) {
     const at::Tensor ref = ref_logp.detach().to(dtype);
     const at::Tensor d = torch::where(on, ref - fresh, zero);
     const at::Tensor k3 = torch::expm1(d) - d;
-    out.kl = item((k3.detach() * weight).sum()) / denominator;
+    out.kl = (k3.detach() * weight).sum().to(at::kDouble) / denominator;
     if (options.kl_beta > 0) per_token = per_token + options.kl_beta * k3;
   }
   if (options.tis_cap > 0) {
@@ -220,15 +207,15 @@ GrpoLoss grpo_loss(const at::Tensor& new_logp, const at::Tensor& old_logp, const
     case LossAggregation::kSequenceMean: {
       const at::Tensor lengths = weight.sum(1);
       const at::Tensor per_sequence = per_token.sum(1) / lengths.clamp_min(1.0);
-      const double sequences = item((lengths > 0).sum());
-      out.loss = per_sequence.sum() / std::max(sequences, 1.0);
+      out.loss = per_sequence.sum() / (lengths > 0).sum().clamp_min(1).to(per_sequence.dtype());
       break;
     }
     case LossAggregation::kTokenMean:
-      out.loss = per_token.sum() / denominator;
+      out.loss = per_token.sum() / denominator.to(per_token.dtype());
       break;
     case LossAggregation::kConstantNormalizer: {
-      const double longest = new_logp.size(0) > 0 ? item(weight.sum(1).max()) : 0.0;
+      const double longest =
+          new_logp.size(0) > 0 && weight.is_cpu() ? item(weight.sum(1).max()) : 0.0;
       if (longest > static_cast<double>(options.max_response_tokens))
         fail(
             "grpo loss: a sequence has {} response tokens, more than max_response_tokens = {} "
@@ -238,6 +225,8 @@ GrpoLoss grpo_loss(const at::Tensor& new_logp, const at::Tensor& old_logp, const
       out.loss = per_token.sum() / (sequences * static_cast<double>(options.max_response_tokens));
       break;
     }
+    case LossAggregation::kCount:  // not an aggregation
+      fail("grpo loss: no loss aggregation given");
   }
   return out;
 }

@@ -53,18 +53,30 @@
 #include <string>
 #include <vector>
 
+#include "io/enum_names.h"
+
 namespace rqat::rl {
 
 enum class AdvantageMode {
   kGroupNormalized,  // (r - mean) / (sample std + eps): GRPO, as TRL
   kMeanCentered,     // r - mean: Dr. GRPO
+  kCount,            // not a mode
 };
+inline constexpr EnumName<AdvantageMode> kAdvantageModeNames[] = {
+    {AdvantageMode::kGroupNormalized, "grpo"}, {AdvantageMode::kMeanCentered, "dr_grpo"}};
+static_assert(enum_table_complete(kAdvantageModeNames));
 
 enum class LossAggregation {
   kSequenceMean,        // per-sequence token mean, then mean over sequences (GRPO)
   kTokenMean,           // sum over all tokens / number of tokens (DAPO)
   kConstantNormalizer,  // sum over all tokens / (B * max_response_tokens) (Dr. GRPO)
+  kCount,               // not an aggregation
 };
+inline constexpr EnumName<LossAggregation> kLossAggregationNames[] = {
+    {LossAggregation::kSequenceMean, "seq_mean"},
+    {LossAggregation::kTokenMean, "token_mean"},
+    {LossAggregation::kConstantNormalizer, "constant"}};
+static_assert(enum_table_complete(kLossAggregationNames));
 
 // "grpo" | "dr_grpo"; anything else fails naming `flag` and the choices.
 AdvantageMode parse_advantage_mode(const std::string& name, const std::string& flag);
@@ -95,12 +107,14 @@ struct GrpoLossOptions {
   double tis_cap = 0.0;             // >= 0; > 0 needs rollout_logp
 };
 
+// The statistics are 0-dim float64 tensors on the log-probs' device, detached: reading them is a
+// host sync, which a training step does once for all its micro-batches.
 struct GrpoLoss {
   at::Tensor loss;           // 0-dim, with graph back to new_logp
-  double clip_fraction = 0;  // share of masked tokens whose clipped term was active
-  double mean_ratio = 1;     // mean of exp(new - old) over masked tokens (1 with none)
-  double kl = 0;             // mean k3 over masked tokens; 0 without ref_logp (even if kl_beta 0)
-  double tokens = 0;         // number of masked tokens
+  at::Tensor clip_fraction;  // share of masked tokens whose clipped term was active (0 with none)
+  at::Tensor mean_ratio;     // mean of exp(new - old) over masked tokens (1 with none)
+  at::Tensor kl;             // mean k3 over masked tokens; 0 without ref_logp (even if kl_beta 0)
+  at::Tensor tokens;         // number of masked tokens
 };
 
 // new_logp (B, T): log-probabilities of the sampled response tokens under the policy being
@@ -108,7 +122,10 @@ struct GrpoLoss {
 // mask (B, T): bool, integer or float 0/1, nonzero at the response tokens that count.
 // advantages (B): per sequence. ref_logp (B, T), optional: the reference policy, for kl_beta and
 // the kl statistic. rollout_logp (B, T), optional: the rollout engine's, for tis_cap.
-// Log-prob tensors share one device; mask and advantages are moved to it.
+// Log-prob tensors share one device; mask and advantages are moved to it. Checks that read values
+// (advantages finite, a floating-point mask holding 0/1, the constant normalizer's bound) run on
+// inputs given on the CPU; on another device they would cost a host sync per call and are left to
+// the caller (grpo's step passes CPU advantages, bool masks and max_new_tokens as the bound).
 GrpoLoss grpo_loss(const at::Tensor& new_logp, const at::Tensor& old_logp, const at::Tensor& mask,
                    const at::Tensor& advantages, const GrpoLossOptions& options,
                    const at::Tensor& ref_logp = {}, const at::Tensor& rollout_logp = {});

@@ -74,22 +74,11 @@ at::Tensor generalized_jsd(const at::Tensor& teacher_logp, const at::Tensor& stu
 }  // namespace
 
 DistillDivergence parse_distill_divergence(const std::string& name, const std::string& flag) {
-  if (name == "forward_kl") return DistillDivergence::kForwardKl;
-  if (name == "reverse_kl") return DistillDivergence::kReverseKl;
-  if (name == "jsd") return DistillDivergence::kJsd;
-  fail("{} must be forward_kl, reverse_kl or jsd, got '{}'", flag, name);
+  return parse_enum(kDistillDivergenceNames, name, flag);
 }
 
 std::string distill_divergence_name(DistillDivergence divergence) {
-  switch (divergence) {
-    case DistillDivergence::kForwardKl:
-      return "forward_kl";
-    case DistillDivergence::kReverseKl:
-      return "reverse_kl";
-    case DistillDivergence::kJsd:
-      return "jsd";
-  }
-  fail("distill loss: unknown divergence {}", static_cast<int>(divergence));
+  return std::string(enum_name(kDistillDivergenceNames, divergence));
 }
 
 DistillLoss distill_loss(const at::Tensor& student_logits, const at::Tensor& teacher_logits,

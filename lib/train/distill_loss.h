@@ -37,13 +37,21 @@
 #include <cstdint>
 #include <string>
 
+#include "io/enum_names.h"
+
 namespace rqat::train {
 
 enum class DistillDivergence {
   kForwardKl,  // KL(teacher || student), the default
   kReverseKl,  // KL(student || teacher)
   kJsd,        // generalized JSD with jsd_beta (beta weights the teacher in the mixture)
+  kCount,      // not a divergence
 };
+inline constexpr EnumName<DistillDivergence> kDistillDivergenceNames[] = {
+    {DistillDivergence::kForwardKl, "forward_kl"},
+    {DistillDivergence::kReverseKl, "reverse_kl"},
+    {DistillDivergence::kJsd, "jsd"}};
+static_assert(enum_table_complete(kDistillDivergenceNames));
 
 // "forward_kl" | "reverse_kl" | "jsd"; anything else fails naming `flag` and the choices.
 DistillDivergence parse_distill_divergence(const std::string& name, const std::string& flag);

@@ -295,10 +295,7 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id,
 }
 
 CommBackend parse_comm_backend(const std::string& name, const std::string& flag) {
-  if (name == "auto") return CommBackend::kAuto;
-  if (name == "gloo") return CommBackend::kGloo;
-  if (name == "nccl") return CommBackend::kNccl;
-  fail("{} '{}' is not a communication backend: use auto, gloo or nccl", flag, name);
+  return parse_enum(kCommBackendNames, name, flag);
 }
 
 // --- Public: communicator ----------------------------------------------------------------------

@@ -9,33 +9,29 @@
 namespace rqat::train {
 
 LrDecay parse_lr_decay(const std::string& name, const std::string& flag) {
-  if (name == "constant") return LrDecay::kConstant;
-  if (name == "linear") return LrDecay::kLinear;
-  if (name == "cosine") return LrDecay::kCosine;
-  fail("{}: unknown schedule '{}' (expected constant, linear or cosine)", flag, name);
+  return parse_enum(kLrDecayNames, name, flag);
 }
 
 const char* lr_decay_name(LrDecay decay) {
-  switch (decay) {
-    case LrDecay::kConstant: return "constant";
-    case LrDecay::kLinear: return "linear";
-    case LrDecay::kCosine: return "cosine";
-  }
-  return "?";
+  return enum_name(kLrDecayNames, decay).data();
 }
 
 double LrSchedule::at(int64_t step) const {
   if (step < warmup_steps)
     return peak_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps - 1);
-  const double progress =
-      std::clamp(static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps), 0.0, 1.0);
+  const double progress = std::clamp(
+      static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps), 0.0, 1.0);
   switch (decay) {
-    case LrDecay::kConstant: return peak_lr;
-    case LrDecay::kLinear: return peak_lr * (1.0 - (1.0 - min_lr_ratio) * progress);
+    case LrDecay::kConstant:
+      return peak_lr;
+    case LrDecay::kLinear:
+      return peak_lr * (1.0 - (1.0 - min_lr_ratio) * progress);
     case LrDecay::kCosine:
-      return peak_lr * (min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 *
-                                           (1.0 + std::cos(std::numbers::pi * progress)));
+      return peak_lr * (min_lr_ratio +
+                        (1.0 - min_lr_ratio) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+    case LrDecay::kCount:  // not a schedule
+      break;
   }
   return peak_lr;
 }

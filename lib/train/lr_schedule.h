@@ -5,11 +5,16 @@
 #include <cstdint>
 #include <string>
 
+#include "io/enum_names.h"
+
 namespace rqat::train {
 
-enum class LrDecay { kConstant, kLinear, kCosine };
+enum class LrDecay { kConstant, kLinear, kCosine, kCount };
+inline constexpr EnumName<LrDecay> kLrDecayNames[] = {
+    {LrDecay::kConstant, "constant"}, {LrDecay::kLinear, "linear"}, {LrDecay::kCosine, "cosine"}};
+static_assert(enum_table_complete(kLrDecayNames));
 
-// "constant" | "linear" | "cosine"; anything else fails naming `flag`.
+// "constant" | "linear" | "cosine"; anything else fails naming `flag` and the choices.
 LrDecay parse_lr_decay(const std::string& name, const std::string& flag);
 const char* lr_decay_name(LrDecay decay);
 

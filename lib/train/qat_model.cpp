@@ -4,9 +4,11 @@
 
 #include "io/error.h"
 #include "model/linear.h"
+#include "quant/gptq_checkpoint.h"
 #include "quant/rtn.h"
 
 namespace rqat::train {
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -21,7 +23,8 @@ std::vector<std::string> attach_fake_quant(model::CausalLM& model, const quant::
                                            const quant::FakeQuantOptions& options,
                                            const std::string& where) {
   std::map<std::string, model::LinearSlot> slots;
-  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) slots.emplace(slot.name, slot);
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true))
+    slots.emplace(slot.name, slot);
   for (const auto& [name, weight] : state.layers)
     if (!slots.count(name)) fail("{}: layer {} is not a linear layer of the model", where, name);
   std::vector<std::string> replaced;
@@ -34,8 +37,8 @@ std::vector<std::string> attach_fake_quant(model::CausalLM& model, const quant::
       fail("{}: layer {} is {}x{} in the quantized state but {}x{} in the model", where, slot.name,
            it->second.out_features(), it->second.in_features(), layer.out_features(),
            layer.in_features());
-    auto fq = quant::FakeQuantLinear::from_quantized(it->second, layer.bias(),
-                                                     named(options, slot.name));
+    auto fq =
+        quant::FakeQuantLinear::from_quantized(it->second, layer.bias(), named(options, slot.name));
     model.replace_linear(slot, fq);
     replaced.push_back(slot.name);
   }
@@ -88,6 +91,56 @@ quant::QuantState materialize_fake_quant(model::CausalLM& model, const quant::Qu
     state.layers.emplace(slot.name, std::move(q));
   }
   return state;
+}
+
+QuantInit parse_quant_init(const std::string& name, const std::string& flag) {
+  return parse_enum(kQuantInitNames, name, flag);
+}
+
+QuantPlan plan_quantization(const fs::path& model_dir, std::optional<int> bits,
+                            const quant::QuantSpec& spec, QuantInit init) {
+  QuantPlan plan;
+  const bool has_state = fs::exists(model_dir / quant::kQuantStateFile);
+  if (bits && *bits == 16) {
+    if (init == QuantInit::kQuantState)
+      fail("--init state contradicts --bits 16 (full-precision training)");
+    return plan;
+  }
+  plan.quantize = true;
+  plan.from_state = init == QuantInit::kQuantState || (init == QuantInit::kAuto && has_state);
+  if (plan.from_state) {
+    if (!has_state)
+      fail("--init state: {} has no {} (make one with ptq, or use --init rtn)", model_dir.string(),
+           quant::kQuantStateFile);
+    return plan;  // the spec comes with the state
+  }
+  if (!bits)
+    fail("--bits is required: {} has no {} to start from (2, 3, 4, 8, or 16 for full precision)",
+         model_dir.string(), quant::kQuantStateFile);
+  plan.spec = spec;
+  plan.spec.bits = *bits;
+  plan.spec.validate("--");
+  return plan;
+}
+
+quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan,
+                                   const fs::path& model_dir, std::optional<int> bits,
+                                   const quant::FakeQuantOptions& options, bool check_gptq_export,
+                                   std::vector<std::string>& layers) {
+  if (!plan.quantize) return plan.spec;
+  if (plan.from_state) {
+    const quant::QuantState state = quant::load_quant_state(model_dir);
+    if (bits && *bits != state.spec.bits)
+      fail("--bits {} differs from the {} bits of {}; use --init rtn to requantize", *bits,
+           state.spec.bits, (model_dir / quant::kQuantStateFile).string());
+    if (check_gptq_export) quant::check_gptq_exportable(model, state.spec);
+    layers =
+        attach_fake_quant(model, state, options, (model_dir / quant::kQuantStateFile).string());
+    return state.spec;
+  }
+  if (check_gptq_export) quant::check_gptq_exportable(model, plan.spec);
+  layers = attach_fake_quant_rtn(model, plan.spec, options);
+  return plan.spec;
 }
 
 }  // namespace rqat::train

@@ -11,9 +11,12 @@
 // safetensors, GPTQ export): codes and dense weights describe the same numbers bit for bit.
 #pragma once
 
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "io/enum_names.h"
 #include "model/decoder.h"
 #include "quant/fake_quant_linear.h"
 #include "quant/quant_spec.h"
@@ -36,5 +39,34 @@ int64_t count_fake_quant_layers(model::CausalLM& model);
 
 // See the header comment. The spec is recorded in the returned state.
 quant::QuantState materialize_fake_quant(model::CausalLM& model, const quant::QuantSpec& spec);
+
+// How the fake-quantized layers start.
+enum class QuantInit {
+  kAuto,        // the model's quant_state.safetensors when present, else RTN
+  kQuantState,  // the model's quant_state.safetensors (an error when absent)
+  kRtn,         // RTN of the loaded weights with --bits/--group-size/...
+  kCount,       // not an initialization
+};
+inline constexpr EnumName<QuantInit> kQuantInitNames[] = {
+    {QuantInit::kAuto, "auto"}, {QuantInit::kQuantState, "state"}, {QuantInit::kRtn, "rtn"}};
+static_assert(enum_table_complete(kQuantInitNames));
+// "auto" | "state" | "rtn"; errors name `flag` and the choices.
+QuantInit parse_quant_init(const std::string& name, const std::string& flag);
+// What a student's fake-quantized layers start from, decided before any weight loads: nothing
+// (bits 16), the model directory's quant state, or RTN with `spec` at `bits`. Errors name --bits
+// and --init.
+struct QuantPlan {
+  bool quantize = false;
+  bool from_state = false;
+  quant::QuantSpec spec;  // the RTN spec (from_state: filled by attach_quant_plan)
+};
+QuantPlan plan_quantization(const std::filesystem::path& model_dir, std::optional<int> bits,
+                            const quant::QuantSpec& spec, QuantInit init);
+// Swaps the planned layers of `model` for FakeQuantLinear; returns the spec in use and fills
+// `layers` with their names. With check_gptq_export, refuses layers GPTQ cannot pack first.
+quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan,
+                                   const std::filesystem::path& model_dir, std::optional<int> bits,
+                                   const quant::FakeQuantOptions& options, bool check_gptq_export,
+                                   std::vector<std::string>& layers);
 
 }  // namespace rqat::train

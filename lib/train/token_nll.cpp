@@ -78,7 +78,7 @@ NllTotals token_nll(model::CausalLM& model, const at::Tensor& input_ids,
   return totals;
 }
 
-std::vector<TokenWindow> score_windows(const TokenizedDataset& data, int64_t seq_len,
+std::vector<TokenWindow> score_windows(const data::TokenizedDataset& data, int64_t seq_len,
                                        std::optional<int64_t> max_tokens) {
   if (seq_len < 2) fail("token NLL: the window length must be >= 2 tokens, got {}", seq_len);
   if (max_tokens && *max_tokens < 1)

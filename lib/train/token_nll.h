@@ -14,9 +14,9 @@
 #include <optional>
 #include <vector>
 
+#include "data/text_dataset.h"
 #include "model/decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "train/text_dataset.h"
 
 namespace rqat::train {
 
@@ -62,7 +62,7 @@ struct TokenWindow {
 // document's first is scored exactly once (its context truncated at the window start). Documents
 // of fewer than 2 tokens give no window. With max_tokens, windows stop (the last one cut short)
 // once that many target tokens are covered, in file order.
-std::vector<TokenWindow> score_windows(const TokenizedDataset& data, int64_t seq_len,
+std::vector<TokenWindow> score_windows(const data::TokenizedDataset& data, int64_t seq_len,
                                        std::optional<int64_t> max_tokens = std::nullopt);
 
 // Scores windows in order, `batch_size` at a time, right-padded to the longest of each batch.

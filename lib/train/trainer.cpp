@@ -12,19 +12,8 @@
 
 namespace rqat::train {
 
-io::Json trainer_fingerprint(const TrainerOptions& t) {
-  return {{"steps", t.steps},
-          {"batch_size", t.batch_size},
-          {"seed", t.seed},
-          {"lr", t.lr.peak_lr},
-          {"warmup_steps", t.lr.warmup_steps},
-          {"schedule", lr_decay_name(t.lr.decay)},
-          {"min_lr_ratio", t.lr.min_lr_ratio},
-          {"adam_beta1", t.adamw.beta1},
-          {"adam_beta2", t.adamw.beta2},
-          {"adam_eps", t.adamw.eps},
-          {"weight_decay", t.adamw.weight_decay},
-          {"max_grad_norm", t.max_grad_norm}};
+io::Json trainer_fingerprint(const TrainerOptions& options) {
+  return io::settings_json(options);
 }
 namespace fs = std::filesystem;
 
@@ -63,7 +52,7 @@ class AutocastScope {
   bool enabled_;
 };
 
-TokenBatch to_device(TokenBatch batch, c10::Device device) {
+data::TokenBatch to_device(data::TokenBatch batch, c10::Device device) {
   if (device.is_cpu()) return batch;
   batch.input_ids = batch.input_ids.to(device);
   if (batch.attention_mask.defined()) batch.attention_mask = batch.attention_mask.to(device);
@@ -73,9 +62,45 @@ TokenBatch to_device(TokenBatch batch, c10::Device device) {
 
 }  // namespace
 
+OptimizerUpdates::OptimizerUpdates(TrainingOptimizer& optimizer, Communicator& comm,
+                                   const LrSchedule& schedule, const TrainerOptions& options,
+                                   TrainingRun& run, int64_t step)
+    : optimizer_(optimizer),
+      comm_(comm),
+      schedule_(schedule),
+      options_(options),
+      run_(run),
+      step_(step) {}
+
+double OptimizerUpdates::next_lr() {
+  if (done_ >= options_.updates_per_step)
+    fail("step {}: more than the {} optimizer updates per step the schedule has", step_ + 1,
+         options_.updates_per_step);
+  last_lr_ = schedule_.at(step_ * options_.updates_per_step + done_++);
+  return last_lr_;
+}
+
+OptimizerUpdates::Applied OptimizerUpdates::apply(double local_loss) {
+  optimizer_.set_lr(next_lr());
+  comm_.all_reduce_gradients(optimizer_.tensors());
+  Applied applied;
+  applied.loss = comm_.all_reduce_sum(local_loss);
+  run_.check_finite(step_ + 1, "loss", applied.loss);
+  applied.grad_norm = optimizer_.clip_grad_norm(options_.max_grad_norm);
+  run_.check_finite(step_ + 1, "gradient norm", applied.grad_norm);
+  optimizer_.step();
+  optimizer_.zero_grad();
+  last_grad_norm_ = applied.grad_norm;
+  return applied;
+}
+
+void OptimizerUpdates::skip() {
+  next_lr();
+}
+
 Trainer::Trainer(torch::nn::Module& trained, TrainingOptimizer& optimizer,
-                 const SequenceSet& sequences, Communicator& communicator, StepMetricsLog& metrics,
-                 TrainerOptions options)
+                 const data::SequenceSet& sequences, Communicator& communicator,
+                 StepMetricsLog& metrics, TrainerOptions options)
     : trained_(trained),
       optimizer_(optimizer),
       sequences_(sequences),
@@ -89,14 +114,17 @@ Trainer::Trainer(torch::nn::Module& trained, TrainingOptimizer& optimizer,
          comm_.world_size());
   if (options_.micro_batch_size < 0)
     fail("--micro-batch-size must be >= 0, got {}", options_.micro_batch_size);
+  if (options_.updates_per_step < 1)
+    fail("updates per step must be >= 1, got {}", options_.updates_per_step);
   if (options_.log_every < 1) fail("--log-every must be >= 1, got {}", options_.log_every);
   if (options_.eval_every < 0) fail("--eval-every must be >= 0, got {}", options_.eval_every);
   if (options_.checkpoint_every < 0)
     fail("--checkpoint-every must be >= 0, got {}", options_.checkpoint_every);
   if (options_.keep_checkpoints < 1)
     fail("--keep-checkpoints must be >= 1, got {}", options_.keep_checkpoints);
-  options_.lr.total_steps = options_.steps;
-  options_.lr.validate();
+  schedule_ = options_.lr;
+  schedule_.total_steps = options_.steps * options_.updates_per_step;
+  schedule_.validate();
 }
 
 io::Json Trainer::run_evaluation(int64_t step, const EvaluateFn& evaluate, std::ostream& log) {
@@ -121,10 +149,77 @@ io::Json Trainer::run_evaluation(int64_t step, const EvaluateFn& evaluate, std::
   return row;
 }
 
+StepOutcome Trainer::supervised_step(TrainStep& step, const MicroBatchLossFn& loss_fn) {
+  const int64_t per_rank = options_.batch_size / comm_.world_size();
+  const int64_t micro = options_.micro_batch_size > 0 ? options_.micro_batch_size : per_rank;
+  const int64_t step_targets = data::count_target_tokens(sequences_, step.batch);
+  const auto mine = step.batch.subspan(static_cast<size_t>(comm_.rank() * per_rank),
+                                       static_cast<size_t>(per_rank));
+  double local_loss = 0;
+  std::map<std::string, double> sums;
+  int64_t local_tokens = 0;
+  for (int64_t begin = 0; begin < per_rank; begin += micro) {
+    const int64_t count = std::min(micro, per_rank - begin);
+    data::TokenBatch batch = to_device(
+        data::collate(sequences_,
+                      mine.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)),
+                      options_.pad_id),
+        options_.device);
+    local_tokens += batch.tokens;
+    MicroBatchLoss part;
+    {
+      AutocastScope autocast(options_.autocast_bf16 && options_.device.is_cuda());
+      part = loss_fn(batch, static_cast<double>(std::max<int64_t>(step_targets, 1)));
+    }
+    part.loss.backward();
+    local_loss += part.loss.detach().item<double>();
+    for (const auto& [key, value] : part.sums) sums[key] += value;
+  }
+  StepOutcome outcome;
+  outcome.loss = step.updates.apply(local_loss).loss;
+  outcome.tokens = comm_.all_reduce_sum(local_tokens);
+  outcome.target_tokens = step_targets;
+  for (auto& [key, value] : sums) {
+    const double mean =
+        comm_.all_reduce_sum(value) / static_cast<double>(std::max<int64_t>(step_targets, 1));
+    outcome.metrics[key] = mean;
+    outcome.progress += fmt::format(" | {} {:.4f}", key, mean);
+  }
+  return outcome;
+}
+
 TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& evaluate,
                            std::ostream& log) {
+  if (options_.updates_per_step != 1) fail("supervised steps make one optimizer update each");
+  return run([&](TrainStep& step) { return supervised_step(step, loss_fn); }, evaluate, log);
+}
+
+void Trainer::report_step(int64_t done, const StepOutcome& outcome, const OptimizerUpdates& updates,
+                          double step_seconds, bool progress_line, std::ostream& log) {
+  const double elapsed = seconds_since(run_start_);
+  const double tokens_per_second = elapsed > 0 ? run_tokens_ / elapsed : 0.0;
+  const double eta = elapsed / static_cast<double>(done - start_step_) *
+                     static_cast<double>(options_.steps - done);
+  io::Json row = outcome.metrics;
+  row["step"] = done;
+  row["loss"] = outcome.loss;
+  row["lr"] = updates.last_lr();
+  row["grad_norm"] = updates.last_grad_norm();
+  row["target_tokens"] = outcome.target_tokens;
+  row["tokens_per_second"] = tokens_per_second;
+  row["step_seconds"] = step_seconds;
+  metrics_.append("train", row);
+  if (progress_line && options_.show_progress && comm_.is_main())
+    log << fmt::format(
+               "step {}/{} | loss {:.4f}{} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | ETA {}\n",
+               done, options_.steps, outcome.loss, outcome.progress, updates.last_lr(),
+               updates.last_grad_norm(), tokens_per_second, format_duration(eta))
+        << std::flush;
+}
+
+TrainerResult Trainer::run(const StepFn& step_fn, const EvaluateFn& evaluate, std::ostream& log) {
   TrainerResult result;
-  StepSampler sampler(sequences_, options_.batch_size, options_.seed);
+  data::StepSampler sampler(sequences_, options_.batch_size, options_.seed);
   io::Json counters = {{"target_tokens", 0}, {"tokens", 0}, {"seconds", 0.0}};
 
   TrainingRun run(trained_, optimizer_, comm_, metrics_, options_.out_dir, options_.fingerprint,
@@ -132,7 +227,7 @@ TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& ev
   if (const auto saved = run.start(options_.resume, log)) {
     result.start_step = saved->at("step").get<int64_t>();
     result.last_checkpoint = run.last_checkpoint();
-    sampler.restore(DataPosition::from_json(
+    sampler.restore(data::DataPosition::from_json(
         saved->at("data_position"), (result.last_checkpoint / "trainer_state.json").string()));
     counters = saved->value("counters", counters);
   }
@@ -140,111 +235,51 @@ TrainerResult Trainer::run(const MicroBatchLossFn& loss_fn, const EvaluateFn& ev
   const auto run_state = [&] {
     return io::Json{{"data_position", sampler.position().to_json()}, {"counters", counters}};
   };
-  const auto checkpoint = [&](int64_t steps_done) {
-    return run.checkpoint(steps_done, run_state());
-  };
   if (result.start_step > options_.steps)
     fail("--resume: the checkpoint is at step {}, past --steps {}", result.start_step,
          options_.steps);
   if (result.start_step == 0) result.last_eval = run_evaluation(0, evaluate, log);
 
-  const int world = comm_.world_size();
-  const int64_t per_rank = options_.batch_size / world;
-  const int64_t micro = options_.micro_batch_size > 0 ? options_.micro_batch_size : per_rank;
-  const auto run_start = Clock::now();
-  int64_t run_targets = 0, run_tokens = 0;
+  run_start_ = Clock::now();
+  start_step_ = result.start_step;
+  run_tokens_ = 0;
+  int64_t run_targets = 0;
   int64_t step = result.start_step;
   for (; step < options_.steps; ++step) {
     if (run.stop_requested()) break;
     const auto step_start = Clock::now();
-    const double lr = options_.lr.at(step);
-    optimizer_.set_lr(lr);
     const std::vector<int64_t> indices = sampler.next_step();
-    const int64_t step_targets = count_target_tokens(sequences_, indices);
-    const std::span<const int64_t> mine(indices.data() + comm_.rank() * per_rank,
-                                        static_cast<size_t>(per_rank));
-    double local_loss = 0;
-    std::map<std::string, double> local_sums;
-    int64_t local_tokens = 0;
-    for (int64_t begin = 0; begin < per_rank; begin += micro) {
-      const int64_t count = std::min(micro, per_rank - begin);
-      TokenBatch batch = to_device(
-          collate(sequences_, mine.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)),
-                  options_.pad_id),
-          options_.device);
-      local_tokens += batch.tokens;
-      MicroBatchLoss part;
-      {
-        AutocastScope autocast(options_.autocast_bf16 && options_.device.is_cuda());
-        part = loss_fn(batch, static_cast<double>(std::max<int64_t>(step_targets, 1)));
-      }
-      part.loss.backward();
-      local_loss += part.loss.detach().item<double>();
-      for (const auto& [key, value] : part.sums) local_sums[key] += value;
-    }
-    comm_.all_reduce_gradients(optimizer_.tensors());
-    const double loss = comm_.all_reduce_sum(local_loss);
-    const int64_t tokens = comm_.all_reduce_sum(local_tokens);
-    for (auto& [key, value] : local_sums) value = comm_.all_reduce_sum(value);
-    run.check_finite(step + 1, "loss", loss);
-    const double grad_norm = optimizer_.clip_grad_norm(options_.max_grad_norm);
-    run.check_finite(step + 1, "gradient norm", grad_norm);
-    optimizer_.step();
-    optimizer_.zero_grad();
+    OptimizerUpdates updates(optimizer_, comm_, schedule_, options_, run, step);
+    TrainStep train_step{step, indices, updates};
+    const StepOutcome outcome = step_fn(train_step);
 
-    run_targets += step_targets;
-    run_tokens += tokens;
-    counters["target_tokens"] = counters["target_tokens"].get<int64_t>() + step_targets;
-    counters["tokens"] = counters["tokens"].get<int64_t>() + tokens;
-    const double elapsed = seconds_since(run_start);
+    run_targets += outcome.target_tokens;
+    run_tokens_ += outcome.tokens;
+    counters["target_tokens"] = counters["target_tokens"].get<int64_t>() + outcome.target_tokens;
+    counters["tokens"] = counters["tokens"].get<int64_t>() + outcome.tokens;
     counters["seconds"] = counters["seconds"].get<double>() + seconds_since(step_start);
-    result.last_loss = loss;
+    result.last_loss = outcome.loss;
     const int64_t done = step + 1;
-    if (done % options_.log_every == 0 || done == options_.steps) {
-      const double tokens_per_second = elapsed > 0 ? run_tokens / elapsed : 0.0;
-      const double eta = elapsed / static_cast<double>(done - result.start_step) *
-                         static_cast<double>(options_.steps - done);
-      io::Json row = {{"step", done},
-                      {"loss", loss},
-                      {"lr", lr},
-                      {"grad_norm", grad_norm},
-                      {"target_tokens", step_targets},
-                      {"tokens_per_second", tokens_per_second},
-                      {"step_seconds", seconds_since(step_start)}};
-      std::string extra;
-      for (const auto& [key, value] : local_sums) {
-        const double mean = value / static_cast<double>(std::max<int64_t>(step_targets, 1));
-        row[key] = mean;
-        extra += fmt::format(" | {} {:.4f}", key, mean);
-      }
-      metrics_.append("train", row);
-      if (options_.show_progress && comm_.is_main())
-        log << fmt::format(
-                   "step {}/{} | loss {:.4f}{} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | "
-                   "ETA {}\n",
-                   done, options_.steps, loss, extra, lr, grad_norm, tokens_per_second,
-                   format_duration(eta))
-            << std::flush;
-    }
     const bool last = done == options_.steps;
+    report_step(done, outcome, updates, seconds_since(step_start),
+                done % options_.log_every == 0 || last, log);
     if (options_.eval_every > 0 && done % options_.eval_every == 0 && !last)
       result.last_eval = run_evaluation(done, evaluate, log);
     if (options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0 && !last)
-      result.last_checkpoint = checkpoint(done);
+      result.last_checkpoint = run.checkpoint(done, run_state());
   }
   result.steps_done = step;
-  const double elapsed = seconds_since(run_start);
-  result.tokens_per_second = elapsed > 0 ? run_tokens / elapsed : 0.0;
+  const double elapsed = seconds_since(run_start_);
+  result.tokens_per_second = elapsed > 0 ? run_tokens_ / elapsed : 0.0;
   result.target_tokens = run_targets;
   if (step < options_.steps) {
     result.stopped_by_signal = run.stop_for_signal(step, options_.steps, run_state(), log);
     result.last_checkpoint = run.last_checkpoint();
     return result;
   }
-  if (step > result.start_step || result.start_step == options_.steps) {
+  if (step > result.start_step || result.start_step == options_.steps)
     result.last_eval = run_evaluation(step, evaluate, log);
-  }
-  if (step > result.start_step) result.last_checkpoint = checkpoint(step);
+  if (step > result.start_step) result.last_checkpoint = run.checkpoint(step, run_state());
   return result;
 }
 

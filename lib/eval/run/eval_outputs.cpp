@@ -29,18 +29,6 @@ io::Json prompt_json(const PromptOptions& p) {
   return json;
 }
 
-io::Json sampling_json(const SamplingSettings& s) {
-  io::Json json;
-  json["n"] = s.n;
-  json["temperature"] = s.temperature;
-  json["top_p"] = s.top_p;
-  json["top_k"] = s.top_k;
-  json["min_p"] = s.min_p;
-  json["max_new_tokens"] = s.max_new_tokens;
-  json["seed"] = s.seed;
-  return json;
-}
-
 void write_samples_jsonl(const std::filesystem::path& path, const EvalRunOptions& options,
                          const EvalRecords& records) {
   // The plain-text prompt (no chat template) has no system message.
@@ -163,7 +151,7 @@ void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& record
   config["model"] = options.model_dir.string();
   config["quant"] = model_quantization(options.model_dir);
   config["prompt"] = prompt_json(options.prompt);
-  config["sampling"] = sampling_json(options.sampling);
+  config["sampling"] = io::options_json(options.sampling);
   config["dtype"] = std::string(c10::toString(options.dtype));
   config["device"] = options.device.str();
 

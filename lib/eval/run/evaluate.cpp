@@ -9,10 +9,11 @@
 
 #include "chat/chat_template.h"
 #include "eval/run/eval_outputs.h"
-#include "generation/generate_command.h"
 #include "generation/generation_engine.h"
 #include "io/error.h"
+#include "model/model_config.h"
 #include "model/model_dir.h"
+#include "quant/load_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rqat::eval {
@@ -87,10 +88,10 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   std::shared_ptr<model::CausalLM> loaded;
   if (!options.model)
     loaded =
-        model::load_causal_lm(options.model_dir, model::LoadOptions{options.dtype, options.device});
+        quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
   model::CausalLM* model = options.model ? options.model : loaded.get();
 
-  const auto stop_token_ids = generation::model_stop_token_ids(model->config());
+  const auto stop_token_ids = model::model_stop_token_ids(model->config());
   std::vector<generation::GenerationRequest> requests(problems.size());
   for (std::size_t i = 0; i < problems.size(); ++i) {
     auto& request = requests[i];

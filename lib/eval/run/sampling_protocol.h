@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "io/options.h"
+
 namespace rqat::eval {
 
 struct SamplingSettings {
@@ -17,6 +19,18 @@ struct SamplingSettings {
   double min_p = 0;
   int64_t max_new_tokens = 4096;
   uint64_t seed = 0;
+
+  // Declared once (io/options.h): the run's config.json records io::options_json of this.
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    v.value(self.n, "n", "Samples per problem");
+    v.value(self.temperature, "temperature", "Sampling temperature (0: greedy)");
+    v.value(self.top_p, "top-p", "Nucleus sampling mass");
+    v.value(self.top_k, "top-k", "Top-k sampling (0: off)");
+    v.value(self.min_p, "min-p", "Min-p sampling (0: off)");
+    v.value(self.max_new_tokens, "max-new-tokens", "Generation limit");
+    v.value(self.seed, "seed", "Sampling seed");
+  }
 };
 
 struct SamplingOverrides {

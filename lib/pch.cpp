@@ -1,0 +1,1 @@
+// The translation unit that builds the precompiled header pch.h (see lib/CMakeLists.txt).

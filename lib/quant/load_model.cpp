@@ -1,0 +1,17 @@
+#include "quant/load_model.h"
+
+#include "quant/gptq_checkpoint.h"
+
+namespace rqat::quant {
+
+std::shared_ptr<model::CausalLM> load_model(const std::filesystem::path& dir,
+                                            const model::LoadOptions& options) {
+  auto model = model::build_causal_lm(dir, options);
+  // GPTQ checkpoints: the packed layers are built from their own tensors first.
+  if (auto gptq = read_gptq_config(model->config().raw, (dir / "config.json").string()))
+    attach_packed_gptq_layers(*model, dir, *gptq);
+  model::load_weights(*model, dir);
+  return model;
+}
+
+}  // namespace rqat::quant

@@ -1,0 +1,17 @@
+// Loading a model directory whatever its weights: full precision, or a GPTQ checkpoint whose
+// quantized layers are built packed (PackedGptqLinear) and installed through
+// CausalLM::replace_linear before the other weights load. Every tool loads models through here.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "model/decoder.h"
+#include "model/model_dir.h"
+
+namespace rqat::quant {
+
+std::shared_ptr<model::CausalLM> load_model(const std::filesystem::path& dir,
+                                            const model::LoadOptions& options = {});
+
+}  // namespace rqat::quant

@@ -1,0 +1,73 @@
+// One GRPO step, as the Trainer (train/trainer.h) runs it: rollouts of this process's share of
+// the step's prompts (rl/rollouts.h), rewards and advantages (rl/scoring.h), then `epochs` passes
+// of `minibatches` policy updates each over the samples that train, with the clipped surrogate
+// loss (rl/grpo_objective.h). Before the first update the log-probabilities of the policy as it
+// was (the "old" policy) and of the reference policy are computed once, in the layout of the first
+// pass, so that the first update sees a ratio of exactly 1.
+//
+// Host syncs: the statistics of the loss stay tensors on the device; each optimizer update reads
+// its loss once (the NaN guard and the all-reduce need it) and the step reads its statistics once,
+// at the end.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/decoder.h"
+#include "rl/grpo_objective.h"
+#include "rl/rewards.h"
+#include "rl/rollouts.h"
+#include "rl/scoring.h"
+#include "train/distributed.h"
+#include "train/trainer.h"
+
+namespace rqat::rl {
+
+struct GrpoStepOptions {
+  int64_t prompts_per_step = 8;  // over all processes
+  RolloutOptions rollout;
+  ScoringOptions scoring;
+  GrpoLossOptions loss;
+  double temperature = 1.0;      // of the training forward, as the rollouts'
+  int64_t epochs = 1;            // passes over each rollout batch
+  int64_t minibatches = 1;       // optimizer updates per pass
+  int64_t micro_batch_size = 0;  // sequences per forward/backward (0: a whole minibatch)
+  int64_t pad_id = 0;
+  c10::Device device = c10::kCPU;
+};
+
+class GrpoStep {
+ public:
+  // `reference` (may be null): the frozen reference policy, for the KL penalty. Everything
+  // referenced outlives the step.
+  GrpoStep(model::CausalLM& policy, model::CausalLM* reference,
+           std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+           const std::vector<RlPrompt>& prompts, const RewardFunction& reward,
+           train::Communicator& comm, GrpoStepOptions options);
+
+  train::StepOutcome operator()(train::TrainStep& step);
+
+  // The mean reward of every step this process ran.
+  const std::vector<double>& mean_rewards() const { return mean_rewards_; }
+
+ private:
+  struct UpdateTotals;
+  void compute_old_and_reference_logprobs(std::vector<Sample>& samples,
+                                          const std::vector<size_t>& rows);
+  void run_updates(train::TrainStep& step, std::vector<Sample>& samples,
+                   const std::vector<size_t>& rows, UpdateTotals& totals);
+  train::StepOutcome outcome(const std::vector<Sample>& samples, const Scored& scored,
+                             const UpdateTotals& totals, double rollout_seconds,
+                             double train_seconds);
+
+  model::CausalLM& policy_;
+  model::CausalLM* reference_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  const std::vector<RlPrompt>& prompts_;
+  const RewardFunction& reward_;
+  train::Communicator& comm_;
+  GrpoStepOptions options_;
+  std::vector<double> mean_rewards_;
+};
+
+}  // namespace rqat::rl

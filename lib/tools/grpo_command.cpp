@@ -1,0 +1,235 @@
+#include "tools/grpo_command.h"
+
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "data/training_batches.h"
+#include "io/error.h"
+#include "io/manifest.h"
+#include "model/model_dir.h"
+#include "quant/load_model.h"
+#include "quant/quant_state.h"
+#include "rl/grpo_step.h"
+#include "rl/rewards.h"
+#include "rl/rollouts.h"
+#include "tokenizer/tokenizer.h"
+#include "train/lora_model.h"
+#include "train/qat_model.h"
+
+namespace rqat::tools {
+// A tool wires concerns together; the names of the ones it is mostly made of read unqualified.
+using namespace rqat::rl;
+using namespace rqat::train;
+using namespace rqat::data;
+namespace fs = std::filesystem;
+
+PolicyMode parse_policy_mode(const std::string& name, const std::string& flag) {
+  return parse_enum(kPolicyModeNames, name, flag);
+}
+
+const char* policy_mode_name(PolicyMode mode) {
+  return enum_name(kPolicyModeNames, mode).data();
+}
+
+namespace {
+
+void check_options(const GrpoCommandOptions& o) {
+  if (o.out_dir.empty()) fail("--out is required");
+  if (!fs::is_regular_file(o.data)) fail("--data {}: file not found", o.data.string());
+  if (o.group_size < 2)
+    fail("--group-size must be >= 2 (advantages compare samples), got {}", o.group_size);
+  if (o.prompts_per_step < 1) fail("--prompts-per-step must be >= 1, got {}", o.prompts_per_step);
+  if (o.epochs < 1) fail("--epochs must be >= 1, got {}", o.epochs);
+  if (o.minibatches < 1) fail("--minibatches must be >= 1, got {}", o.minibatches);
+  if (o.max_new_tokens < 1) fail("--max-new-tokens must be >= 1, got {}", o.max_new_tokens);
+  if (!(o.temperature > 0))
+    fail("--temperature must be > 0 for RL sampling, got {}", o.temperature);
+}
+
+// The policy and what it exports, by mode.
+struct Policy {
+  std::shared_ptr<model::CausalLM> model;
+  quant::QuantSpec spec;
+  bool quantized = false;  // qat: fake-quantized layers to materialize at export
+  std::vector<std::string> lora_layers;
+};
+
+Policy load_policy(const GrpoCommandOptions& o, c10::Device device) {
+  Policy p;
+  p.model = quant::load_model(o.model_dir, model::LoadOptions{at::kFloat, device});
+  if (o.mode == PolicyMode::kFull) return p;
+  const QuantPlan plan = plan_quantization(o.model_dir, o.bits, o.spec, o.init);
+  std::vector<std::string> layers;
+  p.spec = attach_quant_plan(*p.model, plan, o.model_dir, o.bits, o.fake_quant, false, layers);
+  if (o.mode == PolicyMode::kQat) {
+    p.quantized = plan.quantize;
+    return p;
+  }
+  // qlora: the quantized weights become the frozen base (exactly the dequantized codes).
+  if (plan.quantize) materialize_fake_quant(*p.model, p.spec);
+  p.lora_layers = attach_lora(*p.model, o.lora, o.lora_targets);
+  return p;
+}
+
+// The objective's loss options with the constant normalizer's bound (the longest completion).
+GrpoLossOptions loss_options(const GrpoCommandOptions& o) {
+  GrpoLossOptions loss = o.loss;
+  if (loss.aggregation == LossAggregation::kConstantNormalizer)
+    loss.max_response_tokens = o.max_new_tokens;
+  return loss;
+}
+
+// What a resumed run must share with its checkpoint: the inputs, the quantization, every setting
+// of GrpoCommandOptions::for_each and of the trainer.
+io::Json grpo_fingerprint(const GrpoCommandOptions& o, const Policy& policy, size_t prompts) {
+  io::Json fingerprint = {
+      {"tool", "grpo"},
+      {"model", o.model_dir.string()},
+      {"data", o.data.string()},
+      {"prompts", prompts},
+      {"quant", policy.quantized || !policy.lora_layers.empty() ? policy.spec.to_json()
+                                                                : io::Json(nullptr)}};
+  fingerprint.update(io::settings_json(o));  // mode, rollouts, objective, ... at the top level
+  fingerprint["optimizer"] = trainer_fingerprint(o.trainer);
+  return fingerprint;
+}
+
+GrpoStepOptions step_options(const GrpoCommandOptions& o, const model::ModelConfig& config,
+                             int64_t pad_id, c10::Device device) {
+  GrpoStepOptions s;
+  s.prompts_per_step = o.prompts_per_step;
+  s.rollout.group_size = o.group_size;
+  s.rollout.params.temperature = o.temperature;
+  s.rollout.params.top_p = o.top_p;
+  s.rollout.params.top_k = o.top_k;
+  s.rollout.params.max_new_tokens = o.max_new_tokens;
+  s.rollout.params.stop_token_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
+  s.rollout.engine = o.rollout;
+  s.rollout.seed = o.trainer.seed;
+  s.scoring = {o.group_size, o.advantage, o.mask_truncated, !o.keep_degenerate_groups};
+  s.loss = loss_options(o);
+  s.temperature = o.temperature;
+  s.epochs = o.epochs;
+  s.minibatches = o.minibatches;
+  s.micro_batch_size = o.micro_batch_size;
+  s.pad_id = pad_id;
+  s.device = device;
+  return s;
+}
+
+// eval-math on the held-out subset (greedy), when a benchmark is named.
+EvaluateFn make_evaluate(const GrpoCommandOptions& o, model::CausalLM& policy, c10::Device device) {
+  if (o.eval_benchmark.empty()) return nullptr;
+  return [&o, &policy, device](int64_t step) {
+    const auto summary =
+        eval::evaluate_model_in_memory(policy, o.model_dir, o.eval_benchmark, o.eval_benchmark_data,
+                                       o.eval_limit, o.eval_max_new_tokens, o.prompt, device,
+                                       o.out_dir / "eval-math" / fmt::format("step-{:08d}", step));
+    return io::Json{{"accuracy", summary.overall.pass1},
+                    {"mean_tokens", summary.overall.mean_tokens}};
+  };
+}
+
+// The artifact: the trained policy (quant state for qat; merged adapters, and the adapter alone,
+// for qlora), metrics.h5 and the manifest.
+void write_artifact(const GrpoCommandOptions& o, Policy& policy, const io::Json& fingerprint,
+                    int world_size, StepMetricsLog& metrics, const GrpoCommandResult& result,
+                    std::ostream& out) {
+  quant::QuantState state;
+  if (policy.quantized) state = materialize_fake_quant(*policy.model, policy.spec);
+  if (!policy.lora_layers.empty()) {
+    save_lora_adapter(*policy.model, o.lora, o.lora_targets, o.model_dir.string(),
+                      o.out_dir / "adapter");
+    merge_lora(*policy.model);
+  }
+  model::SaveOptions save;
+  save.dtype = at::kFloat;
+  save.tokenizer_from = o.model_dir;
+  model::save_causal_lm(*policy.model, o.out_dir, save);
+  if (policy.quantized) quant::save_quant_state(o.out_dir, state);
+  metrics.write_hdf5({{"tool", "grpo"}});
+  io::Manifest manifest;
+  manifest.tool = "grpo";
+  manifest.inputs["model"] = o.model_dir.string();
+  manifest.inputs["data"] = o.data.string();
+  manifest.config = fingerprint;
+  manifest.config.erase("model");
+  manifest.config["world_size"] = world_size;
+  manifest.metrics = {
+      {"steps", result.steps_done},
+      {"final_reward", result.mean_rewards.empty() ? 0.0 : result.mean_rewards.back()}};
+  if (!result.last_eval.empty()) manifest.metrics["eval_accuracy"] = result.last_eval["accuracy"];
+  io::write_manifest(o.out_dir, manifest);
+  out << fmt::format("wrote {}\n", o.out_dir.string());
+}
+
+}  // namespace
+
+GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& out) {
+  check_options(o);
+  const auto reward = make_reward(o.reward, "--reward");
+  const auto config = model::ModelConfig::load(o.model_dir / "config.json");
+  const DistributedEnv env = detect_distributed_env();
+  const c10::Device device = o.device.is_cuda() && env.world_size > 1
+                                 ? c10::Device(c10::kCUDA, static_cast<int8_t>(env.local_rank))
+                                 : o.device;
+  auto comm = Communicator::create(env, o.backend, device);
+  if (o.prompts_per_step % comm->world_size() != 0)
+    fail("--prompts-per-step {} must be a multiple of the number of processes ({})",
+         o.prompts_per_step, comm->world_size());
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer = tokenizer::Tokenizer::load(o.model_dir);
+  const auto prompts =
+      load_rl_prompts(o.data, o.fields, o.prompt, o.max_prompts, o.model_dir, *tokenizer);
+  const SequenceSet prompt_set = prompt_sequences(prompts);
+
+  Policy policy = load_policy(o, device);
+  policy.model->set_activation_checkpointing(o.activation_checkpointing);
+  std::shared_ptr<model::CausalLM> reference;
+  if (o.loss.kl_beta > 0) {
+    reference = load_policy(o, device).model;  // the policy as it starts, frozen
+    for (auto& p : reference->parameters()) p.requires_grad_(false);
+  }
+  TrainingOptimizer optimizer(trainable_parameters(*policy.model), o.trainer.adamw);
+  StepMetricsLog metrics(o.out_dir, comm->is_main());
+  const io::Json fingerprint = grpo_fingerprint(o, policy, prompts.size());
+  TrainerOptions trainer = o.trainer;
+  trainer.out_dir = o.out_dir;
+  trainer.batch_size = o.prompts_per_step;
+  trainer.micro_batch_size = 0;
+  trainer.updates_per_step = o.epochs * o.minibatches;
+  trainer.device = device;
+  trainer.fingerprint = fingerprint;
+  trainer.show_progress = comm->is_main();
+  trainer.tool = "grpo";
+  if (comm->is_main())
+    out << fmt::format(
+               "grpo ({}): {} prompts from {}, {} x {} samples per step, {} processes; {} "
+               "trainable "
+               "parameters\n",
+               policy_mode_name(o.mode), prompts.size(), o.data.string(), o.prompts_per_step,
+               o.group_size, comm->world_size(), optimizer.parameter_count())
+        << "options:\n"
+        << io::options_table(o) << io::options_table(o.trainer);
+
+  GrpoStep step(*policy.model, reference.get(), tokenizer, prompts, *reward, *comm,
+                step_options(o, config, padding_token_id(*tokenizer), device));
+  Trainer loop(*policy.model, optimizer, prompt_set, *comm, metrics, trainer);
+  const TrainerResult run = loop.run(std::ref(step), make_evaluate(o, *policy.model, device), out);
+
+  GrpoCommandResult result;
+  result.start_step = run.start_step;
+  result.steps_done = run.steps_done;
+  result.mean_rewards = step.mean_rewards();
+  result.last_eval = run.last_eval;
+  if (!result.last_eval.empty()) result.last_eval["step"] = run.steps_done;
+  if (run.stopped_by_signal) {
+    result.exit_code = 128 + run.stopped_by_signal;
+    return result;
+  }
+  if (comm->is_main())
+    write_artifact(o, policy, fingerprint, comm->world_size(), metrics, result, out);
+  return result;
+}
+
+}  // namespace rqat::tools

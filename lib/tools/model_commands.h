@@ -1,0 +1,40 @@
+// Whole operations on model directories behind the `rqat` subcommands init-model, logits and info,
+// kept in the library so apps only parse flags.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "model/model_dir.h"
+
+namespace rqat::tools {
+
+struct InitModelOptions {
+  std::filesystem::path config_json;
+  std::filesystem::path out_dir;
+  uint64_t seed = 0;
+  double init_std = -1;  // <0: the config's initializer_range (0.02 when absent)
+  at::ScalarType dtype = at::kFloat;
+  uint64_t max_shard_bytes = 5'000'000'000;
+  // Tokenizer files copied into the new directory (its vocabulary must fit the config's).
+  std::optional<std::filesystem::path> tokenizer_dir;
+};
+
+// Writes a randomly initialized model directory from a config.json.
+void init_model_dir(const InitModelOptions& options);
+
+// Re-saves a model directory (another dtype, another shard size), tokenizer files included.
+void convert_model_dir(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
+                       std::optional<at::ScalarType> dtype, uint64_t max_shard_bytes);
+
+// Reads input_ids and attention_mask (int64 (B, T)) from a safetensors file, writes float32 logits
+// (B, T, vocab) to another.
+void write_logits(const std::filesystem::path& model_dir, const std::filesystem::path& input,
+                  const std::filesystem::path& output, const model::LoadOptions& options);
+
+// Human-readable summary: family, shapes, parameter count, dtype, files.
+std::string describe_model(const std::filesystem::path& model_dir);
+
+}  // namespace rqat::tools

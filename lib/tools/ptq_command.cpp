@@ -1,0 +1,185 @@
+#include "tools/ptq_command.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <ostream>
+
+#include "chat/chat_template.h"
+#include "io/error.h"
+#include "io/hdf5_columns.h"
+#include "io/manifest.h"
+#include "model/model_dir.h"
+#include "quant/gptq_checkpoint.h"
+#include "quant/gptq_packing.h"
+#include "quant/load_model.h"
+#include "quant/quant_state.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rqat::tools {
+// A tool wires concerns together; the names of the ones it is mostly made of read unqualified.
+using namespace rqat::quant;
+
+namespace {
+
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+void write_layer_metrics(const std::filesystem::path& path, const PtqResult& result,
+                         const std::string& method) {
+  std::vector<std::string> names;
+  std::vector<double> error, seconds, damp;
+  std::vector<int64_t> out, in, dead, increases;
+  for (const auto& r : result.reports) {
+    names.push_back(r.name);
+    error.push_back(r.relative_error);
+    seconds.push_back(r.seconds);
+    damp.push_back(r.damp_used);
+    out.push_back(r.out_features);
+    in.push_back(r.in_features);
+    dead.push_back(r.dead_columns);
+    increases.push_back(r.damp_increases);
+  }
+  io::Hdf5Columns h5;
+  h5.add("layers/name", names);
+  h5.add("layers/relative_error", error);
+  h5.add("layers/seconds", seconds);
+  h5.add("layers/damp", damp);
+  h5.add("layers/damp_increases", increases);
+  h5.add("layers/dead_columns", dead);
+  h5.add("layers/out_features", out);
+  h5.add("layers/in_features", in);
+  h5.set_attribute("tool", "ptq");
+  h5.set_attribute("method", method);
+  h5.write(path);
+}
+
+std::string layer_table(const PtqResult& result) {
+  std::string text = fmt::format("{:<44} {:>13} {:>12} {:>9} {:>9}\n", "layer", "shape",
+                                 "rel. error", "damp", "seconds");
+  for (const auto& r : result.reports) {
+    text +=
+        fmt::format("{:<44} {:>13} {:>12} {:>9} {:>9.3f}\n", r.name,
+                    fmt::format("{}x{}", r.out_features, r.in_features),
+                    std::isnan(r.relative_error) ? "-" : fmt::format("{:.4e}", r.relative_error),
+                    std::isnan(r.damp_used) ? "-" : fmt::format("{:.3g}", r.damp_used), r.seconds);
+  }
+  return text;
+}
+
+}  // namespace
+
+PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream& out) {
+  // --- Everything checkable before work: spec, method, export format, calibration data.
+  const auto& ptq = options.ptq;
+  ptq.spec.validate("--");
+  if (options.out_dir.empty()) fail("--out is required");
+  if (ptq.method != PtqMethod::kRtn && !options.calibration)
+    fail("--method {} needs calibration data (--calib FILE)", ptq_method_name(ptq.method));
+  std::optional<GptqFormat> export_format;
+  if (!options.export_format.empty())
+    export_format = parse_gptq_format(options.export_format, "--export");
+  const auto config = model::ModelConfig::load(options.model_dir / "config.json");
+
+  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
+  std::optional<CalibrationSet> calibration;
+  if (options.calibration) {
+    auto calib = *options.calibration;
+    calib.max_positions = config.max_position_embeddings;
+    std::optional<chat::ChatTemplate> chat;
+    if (calib.data.use_chat_template) chat = chat::ChatTemplate::load(options.model_dir);
+    calibration = build_calibration_set(calib, *tokenizer, chat ? &*chat : nullptr);
+    out << fmt::format("calibration: {} samples x {} tokens ({}) from {}\n",
+                       calibration->input_ids.size(0), calibration->seq_len, calibration->sampling,
+                       calib.data.path.string());
+  }
+
+  auto model =
+      quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
+  if (export_format) check_gptq_exportable(*model, ptq.spec);
+  out << fmt::format("ptq: {} {} of {}\n", ptq_method_name(ptq.method), ptq.spec.describe(),
+                     options.model_dir.string());
+
+  PtqCommandResult result;
+  result.ptq =
+      quantize_model(*model, calibration ? calibration->input_ids : at::Tensor(), ptq, out);
+
+  // --- The artifact.
+  model::SaveOptions save;
+  save.dtype = at::kFloat;  // dequantized weights are exact in float32 only
+  save.tokenizer_from = options.model_dir;
+  model::save_causal_lm(*model, options.out_dir, save);
+  save_quant_state(options.out_dir, {ptq.spec, result.ptq.layers});
+  write_layer_metrics(options.out_dir / "metrics.h5", result.ptq, ptq_method_name(ptq.method));
+
+  double error_sum = 0;
+  int64_t error_count = 0;
+  for (const auto& r : result.ptq.reports)
+    if (!std::isnan(r.relative_error)) error_sum += r.relative_error, ++error_count;
+  result.mean_relative_error =
+      error_count ? error_sum / error_count : std::numeric_limits<double>::quiet_NaN();
+
+  if (export_format) {
+    GptqExportOptions export_options;
+    export_options.format = *export_format;
+    export_options.method = ptq_method_name(ptq.method);
+    if (ptq.method == PtqMethod::kGptq) {
+      export_options.damp_percent = ptq.gptq.damp_percent;
+      export_options.true_sequential = true;
+      export_options.static_groups = ptq.gptq.static_groups;
+    }
+    const auto dir = options.out_dir / "gptq";
+    const auto summary =
+        export_gptq_checkpoint(*model, result.ptq.layers, ptq.spec, dir, export_options);
+    model::copy_tokenizer_files(options.model_dir, dir);
+    out << fmt::format("exported {} packed layers ({} format, {:.2f} MB packed) to {}\n",
+                       summary.quantized_layers, gptq_format_name(*export_format),
+                       summary.packed_bytes / 1e6, dir.string());
+  }
+  result.peak_rss_mb = peak_rss_mb();
+
+  io::Manifest manifest;
+  manifest.tool = "ptq";
+  manifest.inputs["model"] = options.model_dir.string();
+  if (options.calibration) manifest.inputs["calibration"] = options.calibration->data.path.string();
+  manifest.config["method"] = ptq_method_name(ptq.method);
+  manifest.config["quant"] = ptq.spec.to_json();
+  if (ptq.method == PtqMethod::kGptq) {
+    manifest.config["gptq"] = io::options_json(ptq.gptq);
+    manifest.config["gptq"]["true_sequential"] = true;  // rqat quantizes layers in order
+  }
+  if (ptq.method == PtqMethod::kAwq) {
+    manifest.config["awq"] = {{"grid", ptq.awq.grid},
+                              {"max_rows", ptq.awq.max_rows},
+                              {"scale_v_to_o", ptq.awq.scale_v_to_o}};
+  }
+  manifest.config["batch_size"] = ptq.batch_size;
+  manifest.config["export"] = options.export_format;
+  manifest.config["calibration"] = calibration ? calibration->record : io::Json(nullptr);
+  manifest.metrics["quantized_layers"] = result.ptq.reports.size();
+  manifest.metrics["mean_relative_error"] = std::isnan(result.mean_relative_error)
+                                                ? io::Json(nullptr)
+                                                : io::Json(result.mean_relative_error);
+  manifest.metrics["seconds"] = result.ptq.seconds;
+  manifest.metrics["peak_activation_mb"] = result.ptq.peak_activation_bytes / 1e6;
+  manifest.metrics["peak_rss_mb"] = result.peak_rss_mb;
+  io::write_manifest(options.out_dir, manifest);
+
+  out << layer_table(result.ptq);
+  out << fmt::format(
+      "quantized {} layers in {:.2f} s; mean relative error {}; peak activations {:.1f} MB, peak "
+      "RSS {:.1f} MB\nwrote {}\n",
+      result.ptq.reports.size(), result.ptq.seconds,
+      std::isnan(result.mean_relative_error) ? "-"
+                                             : fmt::format("{:.4e}", result.mean_relative_error),
+      result.ptq.peak_activation_bytes / 1e6, result.peak_rss_mb, options.out_dir.string());
+  return result;
+}
+
+}  // namespace rqat::tools

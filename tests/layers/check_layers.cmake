@@ -1,0 +1,23 @@
+# cmake -DBUILD_DIR=<build> -DPROBES=<target|fails|header;...> -P check_layers.cmake
+# Builds each probe of tests/layers/CMakeLists.txt and checks its outcome.
+set(failures 0)
+foreach(probe ${PROBES})
+  string(REPLACE "|" ";" fields "${probe}")
+  list(GET fields 0 target)
+  list(GET fields 1 expect)
+  list(GET fields 2 header)
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${target}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  string(FIND "${out}" "${header}: No such file or directory" missing)
+  if(expect STREQUAL "fails" AND NOT rc EQUAL 0 AND NOT missing EQUAL -1)
+    message(STATUS "ok: ${target}: ${header} is not visible")
+  elseif(expect STREQUAL "builds" AND rc EQUAL 0)
+    message(STATUS "ok: ${target}: ${header} compiles")
+  else()
+    message(STATUS "FAILED: ${target} (expected: ${expect}, exit ${rc}):\n${out}")
+    math(EXPR failures "${failures} + 1")
+  endif()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "${failures} layer probe(s) failed")
+endif()
