@@ -69,7 +69,7 @@ GrpoStep::GrpoStep(model::CausalLM& policy, model::CausalLM* reference,
 
 void GrpoStep::compute_old_and_reference_logprobs(std::vector<Sample>& samples,
                                                   const std::vector<size_t>& rows) {
-  const bool old_is_current = options_.epochs == 1 && options_.minibatches == 1;
+  const bool old_is_current = old_policy_is_current();
   if (old_is_current && !reference_) return;
   torch::NoGradGuard no_grad;
   for (const auto& minibatch : split_minibatches(rows, options_.minibatches))
@@ -91,7 +91,7 @@ void GrpoStep::compute_old_and_reference_logprobs(std::vector<Sample>& samples,
 
 void GrpoStep::run_updates(train::TrainStep& step, std::vector<Sample>& samples,
                            const std::vector<size_t>& rows, UpdateTotals& totals) {
-  const bool old_is_current = options_.epochs == 1 && options_.minibatches == 1;
+  const bool old_is_current = old_policy_is_current();
   const auto f64 = at::TensorOptions().dtype(at::kDouble).device(options_.device);
   for (at::Tensor* t : {&totals.clip, &totals.kl, &totals.ratio, &totals.tokens, &totals.entropy,
                         &totals.entropy_tokens})
@@ -187,17 +187,19 @@ train::StepOutcome GrpoStep::outcome(const std::vector<Sample>& samples, const S
       std::accumulate(advs.begin(), advs.end(), 0.0) / std::max<size_t>(1, advs.size());
   double adv_abs_max = 0;
   for (double a : advs) adv_abs_max = std::max(adv_abs_max, std::abs(a));
-  const double tokens = std::max(1.0, comm_.all_reduce_sum(stat_tokens));
-  const int64_t generated = comm_.all_reduce_sum(static_cast<int64_t>(lengths));
+  // Each sum over processes once: every all-reduce is a collective all ranks must make.
+  const double global_stat_tokens = comm_.all_reduce_sum(stat_tokens);
+  const double tokens = std::max(1.0, global_stat_tokens);
+  const double global_lengths = comm_.all_reduce_sum(lengths);
 
   train::StepOutcome out;
   out.loss = totals.loss_sum / static_cast<double>(std::max<int64_t>(1, totals.updates));
-  out.target_tokens = static_cast<int64_t>(comm_.all_reduce_sum(stat_tokens));
-  out.tokens = generated;
+  out.target_tokens = static_cast<int64_t>(global_stat_tokens);
+  out.tokens = static_cast<int64_t>(global_lengths);
   out.metrics = {
       {"reward", mean_reward},
       {"accuracy", comm_.all_reduce_sum(acc_sum) / n},
-      {"response_length", comm_.all_reduce_sum(lengths) / n},
+      {"response_length", global_lengths / n},
       {"response_length_max", max_length},
       {"truncated_share", comm_.all_reduce_sum(truncated) / n},
       {"entropy",

@@ -52,6 +52,9 @@ class GrpoStep {
 
  private:
   struct UpdateTotals;
+  // With one epoch of one minibatch the policy that sampled is the one updated: the training
+  // forward's own log-probs are the old ones (ratio exactly 1), no extra forward.
+  bool old_policy_is_current() const { return options_.epochs == 1 && options_.minibatches == 1; }
   void compute_old_and_reference_logprobs(std::vector<Sample>& samples,
                                           const std::vector<size_t>& rows);
   void run_updates(train::TrainStep& step, std::vector<Sample>& samples,
