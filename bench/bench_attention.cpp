@@ -52,7 +52,7 @@ std::vector<int64_t> parse_shape(const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"rqat attention benchmark: fused CPU kernels against ATen SDPA"};
   int threads = 1, repeats = 5;
-  std::vector<std::string> shapes = {"8,8,4,128,8",  "8,8,4,256,32",  "4,14,2,512,64",
+  std::vector<std::string> shapes = {"8,8,4,128,8",    "8,8,4,256,32",   "4,14,2,512,64",
                                      "1,14,2,2048,64", "2,12,2,512,128", "1,12,2,2048,128"};
   app.add_option("--threads", threads, "CPU threads (at::set_num_threads)")->capture_default_str();
   app.add_option("--repeats", repeats, "Timed runs; the median is reported")->capture_default_str();
@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     at::set_num_threads(threads);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
     std::cout << fmt::format("{:>22} {:>10} {:>10} {:>7} {:>12} {:>12} {:>7} {:>9}\n",
-                             "shape B,H,KV,T,D", "fwd fused", "fwd sdpa", "ratio",
-                             "fwd+bwd fused", "fwd+bwd sdpa", "ratio", "max diff");
+                             "shape B,H,KV,T,D", "fwd fused", "fwd sdpa", "ratio", "fwd+bwd fused",
+                             "fwd+bwd sdpa", "ratio", "max diff");
     for (const auto& text : shapes) {
       const auto s = parse_shape(text);
       const int64_t b = s[0], h = s[1], kv = s[2], t = s[3], d = s[4];
@@ -92,13 +92,14 @@ int main(int argc, char** argv) {
       };
       const double fwd_fused = forward(fused), fwd_sdpa = forward(sdpa);
       const double train_fused = training(fused), train_sdpa = training(sdpa);
-      std::cout << fmt::format("{:>22} {:>10.2f} {:>10.2f} {:>6.2f}x {:>12.2f} {:>12.2f} {:>6.2f}x "
-                               "{:>9.1e}\n",
-                               text, fwd_fused, fwd_sdpa, fwd_sdpa / fwd_fused, train_fused,
-                               train_sdpa, train_sdpa / train_fused, diff);
+      std::cout << fmt::format(
+          "{:>22} {:>10.2f} {:>10.2f} {:>6.2f}x {:>12.2f} {:>12.2f} {:>6.2f}x "
+          "{:>9.1e}\n",
+          text, fwd_fused, fwd_sdpa, fwd_sdpa / fwd_fused, train_fused, train_sdpa,
+          train_sdpa / train_fused, diff);
     }
-    std::cout << fmt::format("milliseconds, median of {} runs, {} thread(s); ratio = sdpa / fused\n",
-                             repeats, threads);
+    std::cout << fmt::format(
+        "milliseconds, median of {} runs, {} thread(s); ratio = sdpa / fused\n", repeats, threads);
   } catch (const std::exception& e) {
     std::cerr << "bench_attention: " << e.what() << "\n";
     return 1;

@@ -10,15 +10,11 @@ namespace rqat::cuda {
 
 namespace {
 
-__device__ __forceinline__ float load_as_float(const float* p, int64_t i) {
-  return p[i];
-}
+__device__ __forceinline__ float load_as_float(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float load_as_float(const __nv_bfloat16* p, int64_t i) {
   return __bfloat162float(p[i]);
 }
-__device__ __forceinline__ void store_float(float* p, int64_t i, float v) {
-  p[i] = v;
-}
+__device__ __forceinline__ void store_float(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_float(__nv_bfloat16* p, int64_t i, float v) {
   p[i] = __float2bfloat16_rn(v);
 }

@@ -413,13 +413,9 @@ int64_t partitions_for(int64_t max_blocks, int64_t block_size) {
   return (max_blocks * block_size + kPartition - 1) / kPartition;
 }
 
-bool is_power_of_two(int64_t v) {
-  return v > 0 && (v & (v - 1)) == 0;
-}
+bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-bool aligned16(const void* ptr) {
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-}
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 template <typename T, int D, int C>
 int launch_chunked(const Params& p, int64_t batch, cudaStream_t stream) {

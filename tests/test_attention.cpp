@@ -76,13 +76,13 @@ void check_against_reference(const Shape& s, MaskKind kind, uint64_t seed) {
 
 TEST_CASE("fused attention matches the float64 composite, outputs and gradients") {
   const std::vector<Shape> shapes = {
-      {2, 4, 2, 9, 9, 8},       // stories260K-like head, GQA 2
-      {1, 6, 2, 33, 33, 16},    // GQA 3, one vector per head row
-      {2, 2, 2, 17, 40, 24},    // more keys than queries, head not a multiple of 16
-      {1, 3, 1, 5, 300, 64},    // multi-query, two key blocks (256 keys each at head 64)
-      {1, 2, 1, 70, 1100, 8},   // small head: 1100 keys in blocks of 1024
-      {2, 2, 2, 3, 3, 1},       // head size 1
-      {1, 2, 2, 20, 20, 100},   // beyond the dispatch limit: the kernels still work
+      {2, 4, 2, 9, 9, 8},      // stories260K-like head, GQA 2
+      {1, 6, 2, 33, 33, 16},   // GQA 3, one vector per head row
+      {2, 2, 2, 17, 40, 24},   // more keys than queries, head not a multiple of 16
+      {1, 3, 1, 5, 300, 64},   // multi-query, two key blocks (256 keys each at head 64)
+      {1, 2, 1, 70, 1100, 8},  // small head: 1100 keys in blocks of 1024
+      {2, 2, 2, 3, 3, 1},      // head size 1
+      {1, 2, 2, 20, 20, 100},  // beyond the dispatch limit: the kernels still work
   };
   uint64_t seed = 100;
   for (const auto& s : shapes) {
@@ -110,10 +110,9 @@ TEST_CASE("fused attention: a query that may see no key gives zeros and no gradi
   CHECK(q.grad().select(2, 2).abs().max().item<float>() == 0.0f);
   CHECK(at::isfinite(k.grad()).all().item<bool>());
   // The composite agrees (its softmax alone would give NaN there).
-  CHECK(max_relative_error(out.detach(), rqat::ops::attention_ref(q.detach().to(at::kDouble),
-                                                                  k.detach().to(at::kDouble),
-                                                                  v.detach().to(at::kDouble),
-                                                                  mask)) < 2e-6);
+  CHECK(max_relative_error(out.detach(), rqat::ops::attention_ref(
+                                             q.detach().to(at::kDouble), k.detach().to(at::kDouble),
+                                             v.detach().to(at::kDouble), mask)) < 2e-6);
 }
 
 TEST_CASE("fused attention: any input layout, and the same bits with any thread count") {
@@ -156,14 +155,19 @@ TEST_CASE("attention dispatches by dtype, device and head size, and rejects bad 
   // Both routes of attention() compute the reference.
   for (const auto& [qq, kk] : {std::pair{q, k}, std::pair{big_q, big_k}}) {
     const auto got = rqat::ops::attention(qq, kk, kk, mask);
-    const auto want = rqat::ops::attention_ref(qq.to(at::kDouble), kk.to(at::kDouble),
-                                               kk.to(at::kDouble), mask);
+    const auto want =
+        rqat::ops::attention_ref(qq.to(at::kDouble), kk.to(at::kDouble), kk.to(at::kDouble), mask);
     CHECK(max_relative_error(got, want) < 2e-6);
   }
-  rqat::test::require_error([&] { rqat::ops::attention(q, at::randn({1, 3, 5, 8}), k, mask); },
-                            {"attention", "multiple of kv_heads"});
   rqat::test::require_error(
-      [&] { rqat::ops::attention(q, k, k, at::ones({1, 1, 5, 4}, at::kBool)); },
+      [&] {
+        rqat::ops::attention(q, at::randn({1, 3, 5, 8}), k, mask);
+      },
+      {"attention", "multiple of kv_heads"});
+  rqat::test::require_error(
+      [&] {
+        rqat::ops::attention(q, k, k, at::ones({1, 1, 5, 4}, at::kBool));
+      },
       {"attention", "mask must be"});
 }
 
@@ -184,6 +188,7 @@ TEST_CASE("fused attention: NaN in a key reaches the output and the gradients, a
   CHECK(at::isnan(q.grad()).any().item<bool>());
   // Every key a query sees is NaN: still NaN, not the zeros of a fully masked row.
   auto all_nan = at::full({1, 1, 6, 8}, std::numeric_limits<float>::quiet_NaN());
-  CHECK(at::isnan(rqat::ops::fused_attention(q.detach(), all_nan, v.detach(), mask)).all()
+  CHECK(at::isnan(rqat::ops::fused_attention(q.detach(), all_nan, v.detach(), mask))
+            .all()
             .item<bool>());
 }

@@ -54,9 +54,7 @@ std::vector<std::string> write_documents(const std::filesystem::path& path,
   return texts;
 }
 
-size_t line_of(size_t index) {
-  return index == 0 ? 1 : index + 2;
-}
+size_t line_of(size_t index) { return index == 0 ? 1 : index + 2; }
 
 // Rebuilds every sample from the record and the test's own texts and compares with the tensor.
 void check_record_matches_tensor(const CalibrationSet& set, const std::vector<std::string>& texts,

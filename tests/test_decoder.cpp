@@ -44,7 +44,7 @@ const FamilyCase kCases[] = {{Family::kQwen2, false},
 TEST_CASE("left padding does not change a row's logits") {
   torch::NoGradGuard no_grad;
   for (const auto& c : kCases) {
-    INFO(rqat::model::family_name(c.family) << " tied=" << c.tied);
+    INFO(rqat::enum_name(c.family) << " tied=" << c.tied);
     auto model = rqat::test::random_tiny_model(c.family, c.tied);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
     auto tokens = at::randint(0, 97, {1, 7}, gen, at::kLong);
@@ -60,7 +60,7 @@ TEST_CASE("left padding does not change a row's logits") {
 TEST_CASE("paged KV-cache prefill + one-token decode equals the full forward") {
   torch::NoGradGuard no_grad;
   for (const auto& c : kCases) {
-    INFO(rqat::model::family_name(c.family) << " tied=" << c.tied);
+    INFO(rqat::enum_name(c.family) << " tied=" << c.tied);
     auto model = rqat::test::random_tiny_model(c.family, c.tied);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
     const int64_t steps = 12, prompt = 5;
@@ -124,7 +124,7 @@ TEST_CASE("paged sequences are independent and reuse freed blocks (continuous ba
 TEST_CASE("save and load round-trip bit-exactly, single file and sharded") {
   torch::NoGradGuard no_grad;
   for (const auto& c : kCases) {
-    INFO(rqat::model::family_name(c.family) << " tied=" << c.tied);
+    INFO(rqat::enum_name(c.family) << " tied=" << c.tied);
     auto model = rqat::test::random_tiny_model(c.family, c.tied);
     auto ids = at::arange(10, at::kLong).view({1, 10});
     auto expected = model->forward(ids);

@@ -120,9 +120,7 @@ Reference reference_loss(const Batch& batch, const DistillOptions& options) {
   return ref;
 }
 
-double value(const at::Tensor& scalar) {
-  return scalar.to(torch::kDouble).item<double>();
-}
+double value(const at::Tensor& scalar) { return scalar.to(torch::kDouble).item<double>(); }
 
 double run(const Batch& batch, const DistillOptions& options) {
   return value(distill_loss(batch.student, batch.teacher, batch.mask, batch.labels, options).loss);
@@ -152,9 +150,9 @@ std::vector<DistillOptions> all_configurations() {
 }
 
 std::string describe(const DistillOptions& o) {
-  return rqat::train::distill_divergence_name(o.divergence) +
-         " T=" + std::to_string(o.temperature) + " top_k=" + std::to_string(o.top_k) +
-         " beta=" + std::to_string(o.jsd_beta) + " ce_weight=" + std::to_string(o.ce_weight);
+  return std::string(rqat::enum_name(o.divergence)) + " T=" + std::to_string(o.temperature) +
+         " top_k=" + std::to_string(o.top_k) + " beta=" + std::to_string(o.jsd_beta) +
+         " ce_weight=" + std::to_string(o.ce_weight);
 }
 
 }  // namespace
@@ -475,11 +473,12 @@ TEST_CASE("bad options and inputs fail naming the option") {
   o = {};
   o.ce_weight = 1.5;
   require_error(call(o), {"--ce-weight"});
-  require_error([] { rqat::train::parse_distill_divergence("kl", "--divergence"); },
+  require_error([] { rqat::parse_enum<rqat::train::DistillDivergence>("kl", "--divergence"); },
                 {"--divergence", "forward_kl", "reverse_kl", "jsd", "'kl'"});
-  CHECK(rqat::train::parse_distill_divergence("reverse_kl", "--divergence") ==
+  CHECK(rqat::parse_enum<rqat::train::DistillDivergence>("reverse_kl", "--divergence") ==
         DistillDivergence::kReverseKl);
-  CHECK(rqat::train::parse_distill_divergence("jsd", "--divergence") == DistillDivergence::kJsd);
+  CHECK(rqat::parse_enum<rqat::train::DistillDivergence>("jsd", "--divergence") ==
+        DistillDivergence::kJsd);
 
   require_error(
       [&] { distill_loss(batch.student, batch.teacher.slice(2, 0, 9), batch.mask, {}, {}); },

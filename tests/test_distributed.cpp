@@ -59,9 +59,7 @@ DistributedEnv two_rank_env(int rank, int port) {
   return env;
 }
 
-at::Generator generator(uint64_t seed) {
-  return at::make_generator<at::CPUGeneratorImpl>(seed);
-}
+at::Generator generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
 // Tensors of several dtypes whose values depend on `seed`; every rank can make any rank's set.
 std::vector<at::Tensor> summands(uint64_t seed) {
@@ -509,10 +507,10 @@ TEST_CASE("tasks of one node in SLURM_TASKS_PER_NODE", "[distributed][env]") {
 // --- Backend choice and the single-process communicator -------------------------------------
 
 TEST_CASE("communication backend names", "[distributed]") {
-  CHECK(parse_comm_backend("auto", "--backend") == CommBackend::kAuto);
-  CHECK(parse_comm_backend("gloo", "--backend") == CommBackend::kGloo);
-  CHECK(parse_comm_backend("nccl", "--backend") == CommBackend::kNccl);
-  require_error([] { parse_comm_backend("mpi", "--backend"); }, {"--backend", "'mpi'"});
+  CHECK(rqat::parse_enum<CommBackend>("auto", "--backend") == CommBackend::kAuto);
+  CHECK(rqat::parse_enum<CommBackend>("gloo", "--backend") == CommBackend::kGloo);
+  CHECK(rqat::parse_enum<CommBackend>("nccl", "--backend") == CommBackend::kNccl);
+  require_error([] { rqat::parse_enum<CommBackend>("mpi", "--backend"); }, {"--backend", "'mpi'"});
 }
 
 TEST_CASE("one process: no group, every collective a no-op", "[distributed]") {

@@ -21,9 +21,7 @@ Sample answer(const std::string& text, bool correct) {
   return sample;
 }
 
-Sample none() {
-  return Sample{};
-}
+Sample none() { return Sample{}; }
 
 // C(a, b) as a double, for small arguments.
 double binomial(int a, int b) {

@@ -315,7 +315,7 @@ TEST_CASE("greedy engine output equals the naive full-forward argmax loop") {
   for (const auto& [family, tied] :
        {std::pair{Family::kQwen2, false}, std::pair{Family::kQwen3, true},
         std::pair{Family::kLlama, false}}) {
-    INFO(rqat::model::family_name(family));
+    INFO(rqat::enum_name(family));
     auto model = rqat::test::random_tiny_model(family, tied, 3);
     std::vector<GenerationRequest> requests;
     const std::vector<int64_t> lengths{3, 9, 1, 14};

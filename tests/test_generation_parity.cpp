@@ -51,9 +51,7 @@ void check_case(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("qwen2 greedy generation matches transformers", "[qwen2]") {
-  check_case("qwen2_gqa3");
-}
+TEST_CASE("qwen2 greedy generation matches transformers", "[qwen2]") { check_case("qwen2_gqa3"); }
 TEST_CASE("qwen3 greedy generation matches transformers", "[qwen3]") {
   check_case("qwen3_headdim");
 }

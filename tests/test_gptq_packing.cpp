@@ -32,9 +32,7 @@ using quant::QuantizedWeight;
 
 namespace {
 
-at::Generator generator(uint64_t seed) {
-  return at::make_generator<at::CPUGeneratorImpl>(seed);
-}
+at::Generator generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
 // The plain definition of the layout: value i of a column occupies bits [i*bits, (i+1)*bits) of the
 // column's little-endian bit stream, word w holding stream bits [32w, 32w+32).
@@ -62,9 +60,7 @@ at::Tensor random_codes(int64_t n, int64_t m, int bits, uint64_t seed) {
   return at::randint(0, int64_t{1} << bits, {n, m}, gen, at::kLong);
 }
 
-float fp16(float x) {
-  return static_cast<float>(c10::Half(x));
-}
+float fp16(float x) { return static_cast<float>(c10::Half(x)); }
 
 // W[r, c] = (codes - zeros[g_idx]) * scales[g_idx], in plain loops (float32 like rqat).
 at::Tensor plain_dequantize(const QuantizedWeight& q) {
@@ -421,7 +417,7 @@ TEST_CASE("GPTQ export loads back into rqat with the dequantized weights and the
     CHECK(qc["sym"] == c.sym);
     CHECK(qc["desc_act"] == c.act_order);
     CHECK(qc["lm_head"] == false);
-    CHECK(qc["checkpoint_format"] == quant::gptq_format_name(c.format));
+    CHECK(qc["checkpoint_format"] == rqat::enum_name(c.format));
     CHECK(qc.contains("dynamic") == !c.left_dense.empty());
     if (!c.left_dense.empty()) {
       CHECK(qc["dynamic"].contains("-:^model\\.layers\\.1\\.mlp\\.down_proj$"));
@@ -595,13 +591,12 @@ TEST_CASE("GPTQ export fixture for the Python layout test", "[.][gptq_export_fix
     torch::NoGradGuard no_grad;
     io::save_safetensors(dir / "rqat_logits.safetensors",
                          {{"input_ids", ids}, {"logits", loaded->forward(ids).contiguous()}});
-    io::write_json_file(dir / "case.json",
-                        {{"bits", c.bits},
-                         {"group_size", c.group_size},
-                         {"sym", c.sym},
-                         {"act_order", c.act_order},
-                         {"checkpoint_format", quant::gptq_format_name(c.format)},
-                         {"quantized", quantized},
-                         {"left_dense", c.left_dense}});
+    io::write_json_file(dir / "case.json", {{"bits", c.bits},
+                                            {"group_size", c.group_size},
+                                            {"sym", c.sym},
+                                            {"act_order", c.act_order},
+                                            {"checkpoint_format", rqat::enum_name(c.format)},
+                                            {"quantized", quantized},
+                                            {"left_dense", c.left_dense}});
   }
 }

@@ -627,8 +627,10 @@ TEST_CASE("last_boxed skips thousands of unclosed boxes in one pass", "[extract]
   std::string text = "so the answer is \\boxed{7}. ";
   for (int i = 0; i < 30000; ++i) text += "\\boxed{x ";
   CHECK(rqat::eval::last_boxed(text) == std::optional<std::string>("7"));
-  CHECK(rqat::eval::last_boxed("\\boxed{1} \\boxed{2 \\boxed{3}") == std::optional<std::string>("3"));
-  CHECK(rqat::eval::last_boxed("\\boxed{1} \\boxed{2 {\\boxed{3}") == std::optional<std::string>("3"));
+  CHECK(rqat::eval::last_boxed("\\boxed{1} \\boxed{2 \\boxed{3}") ==
+        std::optional<std::string>("3"));
+  CHECK(rqat::eval::last_boxed("\\boxed{1} \\boxed{2 {\\boxed{3}") ==
+        std::optional<std::string>("3"));
   CHECK(rqat::eval::last_boxed("\\boxed{1} \\boxed{ {2}") == std::optional<std::string>("1"));
   CHECK_FALSE(rqat::eval::last_boxed("\\boxed{2 \\boxed{3").has_value());
 }

@@ -85,7 +85,7 @@ tools::GrpoCommandOptions toy_options(const test::TempDir& dir, const std::files
   tools::GrpoCommandOptions o;
   o.mode = mode;
   o.model_dir = model;
-  o.out_dir = dir / fmt::format("out-{}", tools::policy_mode_name(mode));
+  o.out_dir = dir / fmt::format("out-{}", rqat::enum_name(mode));
   o.data = dir / "sums.jsonl";
   o.fields.name = "sums";
   o.fields.problem_fields = {"problem"};
@@ -163,7 +163,7 @@ TEST_CASE("GRPO learns one-digit sums in every policy mode", "[grpo][learning]")
   const auto model = write_toy_model(dir);
   std::cout << fmt::format("\n{:<8}{:>16}{:>16}\n", "mode", "reward 1-5", "reward 71-80");
   for (auto mode : {tools::PolicyMode::kFull, tools::PolicyMode::kQat, tools::PolicyMode::kQlora}) {
-    INFO(tools::policy_mode_name(mode));
+    INFO(rqat::enum_name(mode));
     auto o = toy_options(dir, model, mode);
     if (mode == tools::PolicyMode::kFull) {  // greedy eval-math on the prompts, before and after
       o.eval_benchmark = "sums";
@@ -177,8 +177,7 @@ TEST_CASE("GRPO learns one-digit sums in every policy mode", "[grpo][learning]")
     REQUIRE(result.exit_code == 0);
     REQUIRE(result.mean_rewards.size() == 80);
     const double first = mean(result.mean_rewards, 0, 5), last = mean(result.mean_rewards, 70, 80);
-    std::cout << fmt::format("{:<8}{:>16.3f}{:>16.3f}\n", tools::policy_mode_name(mode), first,
-                             last);
+    std::cout << fmt::format("{:<8}{:>16.3f}{:>16.3f}\n", rqat::enum_name(mode), first, last);
     CHECK(last > first + 0.25);  // seeds 1-4 all clear it (smallest rise seen: 0.28)
     CHECK(std::filesystem::exists(o.out_dir / "model.safetensors"));
     CHECK(std::filesystem::exists(o.out_dir / "metrics.h5"));
@@ -279,15 +278,10 @@ struct ChangeNthSetting {
       field = field == 0 ? 0.05 : field * 0.5;
     else if constexpr (std::is_same_v<T, std::string>)
       field = field == "math" ? "math_boxed" : "math";  // the only string setting: --reward
+    else if constexpr (NamedEnum<T>)
+      field = static_cast<T>((static_cast<size_t>(field) + 1) % static_cast<size_t>(T::kCount));
     else
       field.push_back(".*q_proj");  // --lora-target-modules
-  }
-  template <class E, size_t N>
-  void choice(E& field, const EnumName<E> (&)[N], std::string_view option, std::string_view,
-              io::Role role = io::Role::kSetting) {
-    if (role != io::Role::kSetting || seen++ != n) return;
-    name = option;
-    field = static_cast<E>((static_cast<size_t>(field) + 1) % N);
   }
 };
 

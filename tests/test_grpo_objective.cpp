@@ -252,7 +252,7 @@ TEST_CASE("ratio 1 gives minus the advantage-weighted mean for every aggregation
   for (int k = 0; k < 3; ++k) {
     options.aggregation = kAggregations[k];
     const auto out = grpo_loss(logp, logp, mask, adv, options);
-    INFO(rqat::rl::loss_aggregation_name(options.aggregation));
+    INFO(rqat::enum_name(options.aggregation));
     CHECK(out.loss.item<double>() == Approx(expected[k]).margin(1e-14));
     CHECK(out.clip_fraction.item<double>() == 0);
     CHECK(out.mean_ratio.item<double>() == 1);
@@ -328,8 +328,8 @@ TEST_CASE("grpo loss matches a plain loop with KL and truncated importance sampl
                                    with_ref ? batch.ref_logp : at::Tensor(),
                                    with_rollout ? batch.rollout_logp : at::Tensor());
         const Reference ref = reference_loss(batch, options, with_ref, with_rollout);
-        INFO("seed " << seed << " aggregation " << rqat::rl::loss_aggregation_name(aggregation)
-                     << " variant " << variant);
+        INFO("seed " << seed << " aggregation " << rqat::enum_name(aggregation) << " variant "
+                     << variant);
         CHECK(out.loss.item<double>() == Approx(ref.loss).margin(1e-12));
         CHECK(out.clip_fraction.item<double>() == Approx(ref.clip_fraction).margin(1e-15));
         CHECK(out.mean_ratio.item<double>() == Approx(ref.mean_ratio).margin(1e-12));
@@ -380,7 +380,7 @@ TEST_CASE("the gradient matches central finite differences away from the clip ki
       minus.view({-1})[k] -= h;
       const double fd =
           (loss_at(plus).loss.item<double>() - loss_at(minus).loss.item<double>()) / (2 * h);
-      INFO(rqat::rl::loss_aggregation_name(aggregation) << " element " << k);
+      INFO(rqat::enum_name(aggregation) << " element " << k);
       CHECK(grad[k] == Approx(fd).margin(1e-8));
       if (mask[k] == 0) CHECK(grad[k] == 0.0);
       nonzero += std::abs(grad[k]) > 1e-6;
@@ -493,13 +493,14 @@ TEST_CASE("grpo loss rejects bad options and inputs naming the culprit", "[grpo]
         o.max_response_tokens = 2;
       },
       {"3 response tokens", "max_response_tokens = 2"});
-  require_error([] { rqat::rl::parse_advantage_mode("ppo", "--advantage"); },
+  require_error([] { rqat::parse_enum<rqat::rl::AdvantageMode>("ppo", "--advantage"); },
                 {"--advantage", "grpo", "dr_grpo", "'ppo'"});
-  require_error([] { rqat::rl::parse_loss_aggregation("mean", "--loss-agg"); },
+  require_error([] { rqat::parse_enum<rqat::rl::LossAggregation>("mean", "--loss-agg"); },
                 {"--loss-agg", "seq_mean", "token_mean", "constant", "'mean'"});
-  CHECK(rqat::rl::parse_advantage_mode("dr_grpo", "--a") == AdvantageMode::kMeanCentered);
+  CHECK(rqat::parse_enum<rqat::rl::AdvantageMode>("dr_grpo", "--a") ==
+        AdvantageMode::kMeanCentered);
   for (auto aggregation : kAggregations)
-    CHECK(rqat::rl::parse_loss_aggregation(rqat::rl::loss_aggregation_name(aggregation), "--x") ==
+    CHECK(rqat::parse_enum<rqat::rl::LossAggregation>(rqat::enum_name(aggregation), "--x") ==
           aggregation);
   // No masked token at all: loss 0 with a graph.
   const at::Tensor fresh = logp.clone().requires_grad_(true);

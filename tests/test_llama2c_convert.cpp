@@ -424,9 +424,7 @@ fs::path write_pipeline(const TempDir& dir, const std::string& name,
   return out;
 }
 
-std::vector<TokenId> ids(std::initializer_list<TokenId> list) {
-  return list;
-}
+std::vector<TokenId> ids(std::initializer_list<TokenId> list) { return list; }
 
 }  // namespace
 

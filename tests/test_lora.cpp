@@ -75,9 +75,7 @@ void randomize_all(CausalLM& model, uint64_t seed, double std) {
   for (const auto& lora : adapters(model)) randomize(*lora, gen, std);
 }
 
-double max_abs(const at::Tensor& t) {
-  return t.abs().max().item<double>();
-}
+double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }

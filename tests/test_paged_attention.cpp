@@ -144,7 +144,7 @@ TEST_CASE("paged prefill in chunks, forks and decode equal the full forward") {
   for (const auto& [family, tied] :
        {std::pair{Family::kQwen2, false}, std::pair{Family::kQwen3, true},
         std::pair{Family::kLlama, false}}) {
-    INFO(rqat::model::family_name(family));
+    INFO(rqat::enum_name(family));
     auto model = rqat::test::random_tiny_model(family, tied, 11);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(12);
     const int64_t block = 4;

@@ -87,9 +87,7 @@ double rtol_for(at::ScalarType dtype) {
   if (dtype == at::kHalf) return std::ldexp(1.0, -10);
   return 1e-5;
 }
-double atol_for(at::ScalarType dtype) {
-  return dtype == at::kFloat ? 1e-5 : 2e-5;
-}
+double atol_for(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-5 : 2e-5; }
 
 void check_case(const Case& c, at::Generator& gen) {
   INFO("head_dim " << c.head_dim << " kv_heads " << c.kv_heads << " ratio " << c.ratio

@@ -262,6 +262,7 @@ TEST_CASE("PTQ refuses bad settings before any work", "[ptq]") {
   test::require_error(
       [&] { quant::quantize_model(*model, random_ids(*model, 1, 4, 1), options, log); },
       {"selects no linear layer"});
-  test::require_error([] { quant::parse_ptq_method("smoothquant"); }, {"--method", "smoothquant"});
+  test::require_error([] { rqat::parse_enum<quant::PtqMethod>("smoothquant", "--method"); },
+                      {"--method", "smoothquant"});
   for (const auto& [name, w] : weights(*model)) CHECK(at::equal(before.at(name), w));
 }

@@ -66,7 +66,7 @@ TEST_CASE("stories260K: held-out NLL after RTN, GPTQ and AWQ at W2/W3/W4", "[ptq
       for (int bits : {4, 3, 2}) {
         auto model = quant::load_model(*model_dir);
         quant::PtqOptions options;
-        options.method = quant::parse_ptq_method(method);
+        options.method = rqat::parse_enum<quant::PtqMethod>(method, "--method");
         options.spec.bits = bits;
         options.spec.group_size = group;
         options.verbose = false;

@@ -91,9 +91,7 @@ TEST_CASE("corrupt safetensors files give one-line errors naming file and tensor
   };
   const std::string four_floats(16, '\0');
 
-  SECTION("shorter than the length field") {
-    check("abc", {file, "truncated"});
-  }
+  SECTION("shorter than the length field") { check("abc", {file, "truncated"}); }
   SECTION("header length beyond the file") {
     check(raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "", 4000),
           {file, "truncated"});
@@ -104,9 +102,7 @@ TEST_CASE("corrupt safetensors files give one-line errors naming file and tensor
   SECTION("header is not JSON") {
     check(raw_file("{not json", four_floats), {file, "not valid JSON"});
   }
-  SECTION("header is not an object") {
-    check(raw_file("[1,2]", ""), {file, "not a JSON object"});
-  }
+  SECTION("header is not an object") { check(raw_file("[1,2]", ""), {file, "not a JSON object"}); }
   SECTION("unknown dtype") {
     check(raw_file(R"({"w":{"dtype":"F7","shape":[4],"data_offsets":[0,16]}})", four_floats),
           {file, "'w'", "F7"});

@@ -66,9 +66,7 @@ ExperimentPlan base_plan(const fs::path& run_dir) {
   return plan;
 }
 
-SlurmOptions options_in(const TempDir& dir) {
-  return {dir / "slurm", dir / "bin", dir.path()};
-}
+SlurmOptions options_in(const TempDir& dir) { return {dir / "slurm", dir / "bin", dir.path()}; }
 
 // The parts of text between separators; a last part without a separator after it counts too.
 std::vector<std::string> split_at(const std::string& text, char separator) {
@@ -86,9 +84,7 @@ std::vector<std::string> split_at(const std::string& text, char separator) {
   return parts;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  return split_at(text, '\n');
-}
+std::vector<std::string> lines_of(const std::string& text) { return split_at(text, '\n'); }
 
 std::vector<std::string> sbatch_lines(const std::string& text) {
   std::vector<std::string> out;

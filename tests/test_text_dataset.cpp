@@ -36,9 +36,7 @@ std::vector<TokenId> bytes_of(std::string_view s) {
   return ids;
 }
 
-std::vector<uint8_t> ones(size_t n) {
-  return std::vector<uint8_t>(n, 1);
-}
+std::vector<uint8_t> ones(size_t n) { return std::vector<uint8_t>(n, 1); }
 
 }  // namespace
 

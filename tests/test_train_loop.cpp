@@ -46,7 +46,8 @@ TEST_CASE("learning-rate schedules follow their closed forms", "[lr]") {
   }
   s.decay = LrDecay::kCosine;
   CHECK(s.at(23) == Approx(2e-4));  // the last step reaches the floor
-  test::require_error([] { parse_lr_decay("step", "--schedule"); }, {"--schedule", "step"});
+  test::require_error([] { rqat::parse_enum<LrDecay>("step", "--schedule"); },
+                      {"--schedule", "step"});
   LrSchedule bad = s;
   bad.min_lr_ratio = 2;
   test::require_error([&] { bad.validate(); }, {"--min-lr-ratio"});

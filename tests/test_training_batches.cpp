@@ -63,12 +63,8 @@ TokenizedDataset random_dataset(int n, uint64_t seed, LengthFn length) {
   return make_dataset(docs);
 }
 
-std::vector<int64_t> ids(std::initializer_list<int64_t> v) {
-  return v;
-}
-std::vector<uint8_t> mask(std::initializer_list<uint8_t> v) {
-  return v;
-}
+std::vector<int64_t> ids(std::initializer_list<int64_t> v) { return v; }
+std::vector<uint8_t> mask(std::initializer_list<uint8_t> v) { return v; }
 
 // Padding (pad slots) of a step: B x longest - sum of lengths.
 int64_t step_padding(const SequenceSet& set, const std::vector<int64_t>& step) {
@@ -84,10 +80,11 @@ int64_t step_padding(const SequenceSet& set, const std::vector<int64_t>& step) {
 }  // namespace
 
 TEST_CASE("layout names parse; errors name the flag", "[batches]") {
-  CHECK(parse_sequence_layout("pack", "--layout") == SequenceLayout::kPacked);
-  CHECK(parse_sequence_layout("bucket", "--layout") == SequenceLayout::kBucketed);
-  CHECK(std::string(sequence_layout_name(SequenceLayout::kBucketed)) == "bucket");
-  require_error([] { parse_sequence_layout("padded", "--layout"); }, {"--layout", "padded"});
+  CHECK(rqat::parse_enum<SequenceLayout>("pack", "--layout") == SequenceLayout::kPacked);
+  CHECK(rqat::parse_enum<SequenceLayout>("bucket", "--layout") == SequenceLayout::kBucketed);
+  CHECK(std::string(rqat::enum_name(SequenceLayout::kBucketed)) == "bucket");
+  require_error([] { rqat::parse_enum<SequenceLayout>("padded", "--layout"); },
+                {"--layout", "padded"});
   require_error(
       [] {
         build_sequences(make_dataset({}), {SequenceLayout::kPacked, 1, {}});
@@ -213,7 +210,7 @@ TEST_CASE("step sampler: deterministic, seed-dependent, every sequence once per 
   const auto data =
       random_dataset(103, 3, [](auto& rng) { return 2 + static_cast<int>(rng() % 30); });
   for (auto layout : {SequenceLayout::kPacked, SequenceLayout::kBucketed}) {
-    INFO(sequence_layout_name(layout));
+    INFO(rqat::enum_name(layout));
     // One sequence per document in both cases; the sampler's behaviour follows set.layout.
     auto set = build_sequences(data, {SequenceLayout::kBucketed, 64, {}});
     set.layout = layout;

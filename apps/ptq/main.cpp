@@ -39,19 +39,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   rqat::quant::CalibrationOptions calib;
-  std::string calib_path, calib_format = "auto", calib_split = "paragraphs";
+  std::string calib_path;
   app.add_option("--calib", calib_path, "Calibration data: plain text or JSONL");
-  app.add_option("--calib-format", calib_format, "auto, text or jsonl")->capture_default_str();
-  app.add_option("--calib-split", calib_split,
-                 "Plain text documents: paragraphs, whole-file, separator")
-      ->capture_default_str();
-  app.add_option("--calib-field", calib.data.text_field, "JSONL text field")->capture_default_str();
-  app.add_flag("--calib-chat", calib.data.use_chat_template,
-               "JSONL prompt/response pairs rendered with the model's chat template");
-  app.add_option("--calib-prompt-field", calib.data.prompt_field, "JSONL prompt field")
-      ->capture_default_str();
-  app.add_option("--calib-response-field", calib.data.response_field, "JSONL response field")
-      ->capture_default_str();
+  rqat::cli::add_option_flags(app, calib.data,
+                              {.prefix = "calib-", .rename = {{"text-field", "field"}}});
   app.add_option("--calib-samples", calib.num_samples, "Calibration sequences")
       ->capture_default_str();
   app.add_option("--calib-seq-len", calib.seq_len, "Tokens per calibration sequence")
@@ -66,13 +57,11 @@ int main(int argc, char** argv) {
   return rqat::cli::run_tool("ptq", [&] {
     options.model_dir = model_dir;
     options.out_dir = out_dir;
-    options.ptq.method = rqat::quant::parse_ptq_method(method);
+    options.ptq.method = rqat::parse_enum<rqat::quant::PtqMethod>(method, "--method");
     if (!include.empty()) spec.include = include;
     spec.exclude = exclude;
     if (!calib_path.empty()) {
       calib.data.path = calib_path;
-      calib.data.format = rqat::data::parse_data_format(calib_format, "--calib-format");
-      calib.data.split = rqat::data::parse_plain_text_split(calib_split, "--calib-split");
       options.calibration = calib;
     }
     runtime.apply_threads();

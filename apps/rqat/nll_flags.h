@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "cli/option_flags.h"
 #include "cli/runtime_flags.h"
 #include "data/text_dataset.h"
-#include "io/enum_names.h"
 #include "tools/nll_command.h"
 
 namespace rqat::cli {
@@ -20,7 +20,7 @@ namespace rqat::cli {
 inline void add_nll_subcommand(CLI::App& app) {
   struct State {
     tools::NllCommandOptions options;
-    std::string data, format = "auto", split = "paragraphs", json_out;
+    std::string data, json_out;
     int64_t max_tokens = 0, max_documents = 0;
     bool no_special_tokens = false, no_thinking = false;
     RuntimeFlags runtime;
@@ -34,27 +34,8 @@ inline void add_nll_subcommand(CLI::App& app) {
   cmd->add_option("--data", s->data, "Plain text or JSONL file")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--format", s->format, "auto (.jsonl/.json: JSONL), text or jsonl")
-      ->check(CLI::IsMember(enum_name_list(data::kDataFormatNames)))
-      ->capture_default_str();
-  cmd->add_option("--split", s->split,
-                  "Plain text documents: paragraphs (blank-line separated), whole-file, or "
-                  "separator (lines equal to --separator)")
-      ->check(CLI::IsMember(enum_name_list(data::kPlainTextSplitNames)))
-      ->capture_default_str();
-  cmd->add_option("--separator", s->options.data.separator_line,
-                  "Document separator line (with --split separator)")
-      ->capture_default_str();
-  cmd->add_option("--field", s->options.data.text_field, "JSONL text field")->capture_default_str();
-  cmd->add_flag("--chat", s->options.data.use_chat_template,
-                "JSONL prompt/response pairs in the model's chat template; only response tokens "
-                "are scored");
-  cmd->add_option("--prompt-field", s->options.data.prompt_field, "JSONL prompt field (--chat)")
-      ->capture_default_str();
-  cmd->add_option("--response-field", s->options.data.response_field,
-                  "JSONL response field (--chat)")
-      ->capture_default_str();
-  cmd->add_option("--system", s->options.data.system_prompt, "System message (--chat)");
+  add_option_flags(*cmd, s->options.data,
+                   {.rename = {{"text-field", "field"}, {"system-prompt", "system"}}});
   cmd->add_option("--chat-template", s->options.chat_template_file,
                   "Chat template file (docs/chat_templates.md)")
       ->check(CLI::ExistingFile);
@@ -79,8 +60,6 @@ inline void add_nll_subcommand(CLI::App& app) {
     const int code = run_tool("rqat", [&] {
       auto& o = s->options;
       o.data.path = s->data;
-      o.data.format = data::parse_data_format(s->format, "--format");
-      o.data.split = data::parse_plain_text_split(s->split, "--split");
       o.data.add_special_tokens = !s->no_special_tokens;
       o.data.enable_thinking = !s->no_thinking;
       if (!o.chat_template_file.empty() || !o.data.system_prompt.empty() || s->no_thinking)

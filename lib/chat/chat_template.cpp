@@ -25,9 +25,7 @@ std::string strip_chars(std::string_view s, std::string_view chars, bool left, b
 }
 
 // Jinja's trim and Python's str.strip() with no argument: ASCII whitespace on both ends.
-std::string trim(std::string_view s) {
-  return strip_chars(s, " \t\n\r\f\v", true, true);
-}
+std::string trim(std::string_view s) { return strip_chars(s, " \t\n\r\f\v", true, true); }
 
 // Python's s.split(sep)[0] and s.split(sep)[-1].
 std::string before_first(const std::string& s, const std::string& sep) {
@@ -359,8 +357,6 @@ std::string ChatTemplate::render(const std::vector<Message>& messages,
   return "";
 }
 
-const char* ChatTemplate::format_name() const {
-  return enum_name(kFormatNames, format_).data();
-}
+const char* ChatTemplate::format_name() const { return enum_name(format_).data(); }
 
 }  // namespace rqat::chat

@@ -32,11 +32,9 @@ enum class Format {
   kCustom,      // placeholder template file
   kCount,       // not a format
 };
-inline constexpr EnumName<Format> kFormatNames[] = {
-    {Format::kChatML, "chatml"},          {Format::kQwen3, "qwen3"},
-    {Format::kDeepSeekR1, "deepseek-r1"}, {Format::kLlama3, "llama3"},
-    {Format::kLlama31, "llama3.1"},       {Format::kCustom, "custom"}};
-static_assert(enum_table_complete(kFormatNames));
+constexpr EnumNames<Format> enum_names(Format) {
+  return {"chatml", "qwen3", "deepseek-r1", "llama3", "llama3.1", "custom"};
+}
 
 // Placeholder template (kCustom). Each field is a text with {content}, {bos_token} and {eos_token}.
 struct CustomTemplate {

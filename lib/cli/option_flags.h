@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -19,6 +20,9 @@ namespace rqat::cli {
 struct FlagSelection {
   std::string prefix;                       // e.g. "calib-" for --calib-*
   std::set<std::string, std::less<>> skip;  // option names a tool does not offer
+  // Spellings a tool kept from before the declaration (option name -> flag name, before the
+  // prefix), e.g. rqat nll's --field for the declared text-field.
+  std::map<std::string, std::string, std::less<>> rename;
 };
 
 class FlagVisitor {
@@ -26,44 +30,49 @@ class FlagVisitor {
   FlagVisitor(CLI::App& app, FlagSelection selection)
       : app_(app), selection_(std::move(selection)) {}
 
+  // An enum (io/enum_names.h) takes its names; a parse error is a CLI11 error, so that
+  // CLI11_PARSE reports it (in one line, add_runtime_flags).
   template <class T>
   void value(T& field, std::string_view name, std::string_view help,
              io::Role /*role*/ = io::Role::kSetting) {
     if (skipped(name)) return;
-    if constexpr (std::is_same_v<T, bool>)
-      app_.add_flag(flag(name), field, std::string(help));
-    else
-      app_.add_option(flag(name), field, std::string(help))->capture_default_str();
-  }
-
-  template <class E, size_t N>
-  void choice(E& field, const EnumName<E> (&table)[N], std::string_view name, std::string_view help,
-              io::Role /*role*/ = io::Role::kSetting) {
-    if (skipped(name)) return;
     const std::string f = flag(name);
-    app_.add_option_function<std::string>(
-            f,
-            [&field, &table, f](const std::string& text) {
-              // A CLI11 error, so that CLI11_PARSE reports it (in one line, add_runtime_flags).
-              try {
-                field = parse_enum(table, text, f);
-              } catch (const Error& e) {
-                throw CLI::ValidationError(e.what());
-              }
-            },
-            std::string(help))
-        ->default_str(std::string(enum_name(table, field)));
+    if constexpr (NamedEnum<T>) {
+      app_.add_option_function<std::string>(
+              f,
+              [&field, f](const std::string& text) {
+                try {
+                  field = parse_enum<T>(text, f);
+                } catch (const Error& e) {
+                  throw CLI::ValidationError(e.what());
+                }
+              },
+              std::string(help))
+          ->default_str(std::string(enum_name(field)));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      app_.add_flag(f, field, std::string(help));
+    } else {
+      app_.add_option(f, field, std::string(help))->capture_default_str();
+    }
   }
 
  private:
   bool skipped(std::string_view name) const { return selection_.skip.count(name) > 0; }
   std::string flag(std::string_view name) const {
-    return "--" + selection_.prefix + std::string(name);
+    const auto renamed = selection_.rename.find(name);
+    return "--" + selection_.prefix +
+           (renamed == selection_.rename.end() ? std::string(name) : renamed->second);
   }
 
   CLI::App& app_;
   FlagSelection selection_;
 };
+
+// One flag for one field, as a declaration's would be (an enum takes its names).
+template <class T>
+void add_option_flag(CLI::App& app, T& field, std::string_view name, std::string_view help) {
+  FlagVisitor(app, {}).value(field, name, help);
+}
 
 // Adds the flags of every option of `options` (an Options::for_each declaration) to `app`.
 template <class Options>

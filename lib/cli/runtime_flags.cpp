@@ -56,9 +56,7 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
   app.add_option("--threads", flags.threads, "CPU threads (0: all cores)")->capture_default_str();
 }
 
-void return_large_allocations_to_system() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
-}
+void return_large_allocations_to_system() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
 int run_tool(const char* tool, const std::function<void()>& body) {
   try {

@@ -9,19 +9,14 @@ namespace rqat::cli {
 void add_quant_flags(CLI::App& app, QuantFlags& f) {
   app.add_option("--bits", f.bits,
                  "Weight bits 2, 3, 4, 8 (default: the artifact's), or 16 for full precision");
-  app.add_option("--init", f.init,
-                 "Quantizer start: auto (quant state if present, else RTN), state or rtn")
-      ->capture_default_str();
+  add_option_flag(app, f.init, "init",
+                  "Quantizer start: auto (quant state if present, else RTN), state or rtn");
   app.add_option("--group-size", f.spec.group_size, "RTN init: columns per group (-1: per row)")
       ->capture_default_str();
   app.add_flag("--sym", f.spec.symmetric, "RTN init: symmetric");
   app.add_option("--include", f.include, "RTN init: regexes of layers to quantize");
   app.add_option("--exclude", f.exclude, "RTN init: regexes of layers kept in full precision");
-  app.add_option("--scale-mode", f.scale_mode,
-                 "frozen scales, lsq (learned scales and zeros) or clip (learned clipping)")
-      ->capture_default_str();
-  app.add_flag("--lsq-grad-scale", f.fake_quant.lsq_grad_scale,
-               "Scale LSQ gradients by 1/sqrt(group size * max code)");
+  add_option_flags(app, f.fake_quant);
 }
 
 void QuantFlags::resolve(std::optional<int>& bits_out, quant::QuantSpec& spec_out,
@@ -31,20 +26,18 @@ void QuantFlags::resolve(std::optional<int>& bits_out, quant::QuantSpec& spec_ou
   spec_out = spec;
   if (!include.empty()) spec_out.include = include;
   spec_out.exclude = exclude;
-  init_out = train::parse_quant_init(init, "--init");
+  init_out = init;
   fake_quant_out = fake_quant;
-  fake_quant_out.mode = quant::parse_scale_mode(scale_mode, "--scale-mode");
 }
 
 void add_run_flags(CLI::App& app, RunFlags& f, FlagSelection selection) {
   add_option_flags(app, f.trainer, std::move(selection));
-  app.add_option("--backend", f.backend, "Data-parallel communication: auto, gloo or nccl")
-      ->capture_default_str();
+  add_option_flag(app, f.backend, "backend", "Data-parallel communication: auto, gloo or nccl");
 }
 
 void RunFlags::resolve(train::TrainerOptions& trainer_out, train::CommBackend& backend_out) const {
   trainer_out = trainer;
-  backend_out = train::parse_comm_backend(backend, "--backend");
+  backend_out = backend;
 }
 
 void add_qat_flags(CLI::App& app, QatFlags& f, tools::QatObjective objective) {
@@ -58,32 +51,11 @@ void add_qat_flags(CLI::App& app, QatFlags& f, tools::QatObjective objective) {
   if (objective == tools::QatObjective::kKd) {
     app.add_option("--teacher", f.teacher_dir,
                    "Full-precision teacher (default: the model the ptq artifact was made from)");
-    app.add_option("--divergence", f.divergence, "forward_kl, reverse_kl or jsd")
-        ->capture_default_str();
-    app.add_option("--temperature", o.distill.temperature, "Distillation temperature")
-        ->capture_default_str();
-    app.add_option("--jsd-beta", o.distill.jsd_beta, "Teacher weight of the JSD mixture")
-        ->capture_default_str();
-    app.add_option("--top-k", o.distill.top_k, "Teacher logits kept per position (0: all)")
-        ->capture_default_str();
-    app.add_option("--ce-weight", o.distill.ce_weight,
-                   "Mix of cross-entropy on the data: (1 - w) KD + w CE")
-        ->capture_default_str();
+    add_option_flags(app, o.distill);
   }
   add_quant_flags(app, f.quant);
   // Data.
-  app.add_option("--data-format", f.data_format, "auto, text or jsonl")->capture_default_str();
-  app.add_option("--data-split", f.data_split,
-                 "Plain text documents: paragraphs, whole-file, separator")
-      ->capture_default_str();
-  app.add_option("--text-field", o.data.text_field, "JSONL text field")->capture_default_str();
-  app.add_flag("--chat", o.data.use_chat_template,
-               "JSONL prompt/response pairs with the chat template; loss on responses only");
-  app.add_option("--prompt-field", o.data.prompt_field, "JSONL prompt field")
-      ->capture_default_str();
-  app.add_option("--response-field", o.data.response_field, "JSONL response field")
-      ->capture_default_str();
-  app.add_option("--system-prompt", o.data.system_prompt, "System message of chat documents");
+  add_option_flags(app, o.data, {.rename = {{"format", "data-format"}, {"split", "data-split"}}});
   app.add_option("--chat-template", o.chat_template_file,
                  "Chat template file instead of the model's");
   app.add_flag("--disable-thinking", f.disable_thinking,
@@ -124,16 +96,13 @@ tools::QatCommandOptions QatFlags::resolve(tools::QatObjective objective) {
   run.resolve(o.trainer, o.backend);
   o.data.path = data;
   o.data.enable_thinking = !disable_thinking;
-  o.data.format = data::parse_data_format(data_format, "--data-format");
-  o.data.split = data::parse_plain_text_split(data_split, "--data-split");
   if (!eval_data.empty()) {
     data::TextDataOptions eval = o.data;
     eval.path = eval_data;
     eval.max_documents.reset();
     o.eval_data = eval;
   }
-  o.sequences.layout = data::parse_sequence_layout(layout, "--layout");
-  o.distill.divergence = train::parse_distill_divergence(divergence, "--divergence");
+  o.sequences.layout = parse_enum<data::SequenceLayout>(layout, "--layout");
   runtime.apply_threads();
   o.device = runtime.resolved_device();
   o.dtype = runtime.resolved_dtype();
@@ -147,7 +116,7 @@ int qat_tool_main(int argc, char** argv, tools::QatObjective objective, const ch
   add_qat_flags(app, flags, objective);
   CLI11_PARSE(app, argc, argv);
   int exit_code = 0;
-  const char* tool = enum_name(tools::kQatObjectiveNames, objective).data();
+  const char* tool = enum_name(objective).data();
   const int status = run_tool(tool, [&] {
     exit_code = tools::run_qat_command(flags.resolve(objective), std::cout).exit_code;
   });

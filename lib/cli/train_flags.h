@@ -17,7 +17,7 @@ namespace rqat::cli {
 // --bits, --init, --group-size, --sym, --include, --exclude, --scale-mode, --lsq-grad-scale.
 struct QuantFlags {
   std::optional<int> bits;
-  std::string init = "auto", scale_mode = "frozen";
+  train::QuantInit init = train::QuantInit::kAuto;
   std::vector<std::string> include, exclude;
   quant::QuantSpec spec;
   quant::FakeQuantOptions fake_quant;
@@ -31,7 +31,7 @@ void add_quant_flags(CLI::App& app, QuantFlags& flags);
 // --resume; `selection` leaves some out) and --backend.
 struct RunFlags {
   train::TrainerOptions trainer;
-  std::string backend = "auto";
+  train::CommBackend backend = train::CommBackend::kAuto;
   void resolve(train::TrainerOptions& trainer_out, train::CommBackend& backend_out) const;
 };
 void add_run_flags(CLI::App& app, RunFlags& flags, FlagSelection selection = {});
@@ -41,11 +41,10 @@ struct QatFlags {
   QuantFlags quant;
   RunFlags run;
   std::string model_dir, out_dir, teacher_dir;
-  std::string data, data_format = "auto", data_split = "paragraphs";
+  std::string data;
   std::string eval_data;
   bool disable_thinking = false;
   std::string layout = "pack";
-  std::string divergence = "forward_kl";
   RuntimeFlags runtime;
 
   // Resolves the parsed strings; errors name the flag.

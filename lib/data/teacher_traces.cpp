@@ -131,13 +131,9 @@ TraceSummary write_teacher_traces(const TraceOptions& options) {
         summary.kept += 1;
         systems.insert(system);
 
-        io::Json trace;
-        trace["id"] = id;
-        trace["prompt"] = user;
-        trace["response"] = completion;
-        trace["system"] = system;
-        trace["gold"] = gold;
-        trace["source"] = fmt::format("{}:{}", file, number);
+        const io::Json trace = {
+            {"id", id},         {"prompt", user}, {"response", completion},
+            {"system", system}, {"gold", gold},   {"source", fmt::format("{}:{}", file, number)}};
         out << trace.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
       });
     }

@@ -137,22 +137,6 @@ DataFormat resolve_format(const TextDataOptions& options) {
   return ext == ".jsonl" || ext == ".json" ? DataFormat::kJsonl : DataFormat::kPlainText;
 }
 
-DataFormat parse_data_format(const std::string& name, const std::string& flag) {
-  return parse_enum(kDataFormatNames, name, flag);
-}
-
-PlainTextSplit parse_plain_text_split(const std::string& name, const std::string& flag) {
-  return parse_enum(kPlainTextSplitNames, name, flag);
-}
-
-const char* format_name(DataFormat format) {
-  return enum_name(kDataFormatNames, format).data();
-}
-
-const char* plain_text_split_name(PlainTextSplit split) {
-  return enum_name(kPlainTextSplitNames, split).data();
-}
-
 ChatDocumentText render_chat_document(const chat::ChatTemplate& chat, const std::string& system,
                                       const std::string& prompt, const std::string& response,
                                       bool enable_thinking) {

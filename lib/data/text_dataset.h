@@ -38,9 +38,7 @@ enum class DataFormat {
   kJsonl,
   kCount,  // not a format
 };
-inline constexpr EnumName<DataFormat> kDataFormatNames[] = {
-    {DataFormat::kAuto, "auto"}, {DataFormat::kPlainText, "text"}, {DataFormat::kJsonl, "jsonl"}};
-static_assert(enum_table_complete(kDataFormatNames));
+constexpr EnumNames<DataFormat> enum_names(DataFormat) { return {"auto", "text", "jsonl"}; }
 
 enum class PlainTextSplit {
   kParagraphs,     // documents separated by one or more blank (whitespace-only) lines
@@ -48,11 +46,9 @@ enum class PlainTextSplit {
   kSeparatorLine,  // a line equal to `separator_line` (surrounding whitespace ignored) ends one
   kCount,          // not a split
 };
-inline constexpr EnumName<PlainTextSplit> kPlainTextSplitNames[] = {
-    {PlainTextSplit::kParagraphs, "paragraphs"},
-    {PlainTextSplit::kWholeFile, "whole-file"},
-    {PlainTextSplit::kSeparatorLine, "separator"}};
-static_assert(enum_table_complete(kPlainTextSplitNames));
+constexpr EnumNames<PlainTextSplit> enum_names(PlainTextSplit) {
+  return {"paragraphs", "whole-file", "separator"};
+}
 
 struct TextDataOptions {
   std::filesystem::path path;
@@ -71,6 +67,24 @@ struct TextDataOptions {
   bool add_special_tokens = true;
   bool append_eos = false;  // end every document with the tokenizer's eos_token (packing)
   std::optional<size_t> max_documents;  // stop after this many documents (file order)
+
+  // The options a user picks per file (io/options.h): each tool offers them under its prefix
+  // (--calib-*, --data-*), the path being the tool's own flag.
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    v.value(self.format, "format", "auto (.jsonl/.json: JSONL), text or jsonl");
+    v.value(self.split, "split",
+            "Plain text documents: paragraphs (blank-line separated), whole-file, or separator "
+            "(lines equal to the separator)");
+    v.value(self.separator_line, "separator", "Document separator line (split separator)");
+    v.value(self.text_field, "text-field", "JSONL text field");
+    v.value(self.use_chat_template, "chat",
+            "JSONL prompt/response pairs rendered with the model's chat template; only response "
+            "tokens are targets");
+    v.value(self.prompt_field, "prompt-field", "JSONL prompt field (chat)");
+    v.value(self.response_field, "response-field", "JSONL response field (chat)");
+    v.value(self.system_prompt, "system-prompt", "System message of chat documents");
+  }
 };
 
 struct TokenizedDocument {
@@ -91,12 +105,6 @@ struct TokenizedDataset {
 
 // The resolved format of `options` (kAuto decided by the file extension).
 DataFormat resolve_format(const TextDataOptions& options);
-// Names and flag values: "auto" | "text" | "jsonl", and "paragraphs" | "whole-file" | "separator"
-// (kDataFormatNames, kPlainTextSplitNames); parse errors name `flag` and the choices.
-const char* format_name(DataFormat format);
-const char* plain_text_split_name(PlainTextSplit split);
-DataFormat parse_data_format(const std::string& name, const std::string& flag);
-PlainTextSplit parse_plain_text_split(const std::string& name, const std::string& flag);
 
 // Reads and tokenizes every document. `chat` is required when options.use_chat_template. Errors
 // (missing file, invalid JSON, missing or non-string field, NUL bytes in a text file) are one

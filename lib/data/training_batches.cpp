@@ -12,14 +12,6 @@
 
 namespace rqat::data {
 
-SequenceLayout parse_sequence_layout(const std::string& name, const std::string& flag) {
-  return parse_enum(kSequenceLayoutNames, name, flag);
-}
-
-const char* sequence_layout_name(SequenceLayout layout) {
-  return enum_name(kSequenceLayoutNames, layout).data();
-}
-
 namespace {
 
 // Targets a sequence can train: mask[t] for t >= 1 (token 0 has no context).

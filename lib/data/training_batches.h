@@ -32,13 +32,7 @@
 namespace rqat::data {
 
 enum class SequenceLayout { kPacked, kBucketed, kCount };
-inline constexpr EnumName<SequenceLayout> kSequenceLayoutNames[] = {
-    {SequenceLayout::kPacked, "pack"}, {SequenceLayout::kBucketed, "bucket"}};
-static_assert(enum_table_complete(kSequenceLayoutNames));
-
-// "pack" | "bucket"; errors name `flag` and the choices.
-SequenceLayout parse_sequence_layout(const std::string& name, const std::string& flag);
-const char* sequence_layout_name(SequenceLayout layout);
+constexpr EnumNames<SequenceLayout> enum_names(SequenceLayout) { return {"pack", "bucket"}; }
 
 struct SequenceOptions {
   SequenceLayout layout = SequenceLayout::kPacked;

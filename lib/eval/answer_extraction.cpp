@@ -12,10 +12,7 @@ namespace rqat::eval {
 
 namespace {
 
-using text::is_alpha;
-using text::is_digit;
-using text::is_space;
-using text::trim;
+using namespace text;  // is_alpha, is_digit, is_space, trim, ...
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -70,7 +67,8 @@ std::optional<std::string> last_boxed(std::string_view text) {
       len = 5;
     }
     const std::string_view bounded = text.substr(0, std::max(limit, pos + len));
-    if (auto content = boxed_content(bounded, pos + len); content && !content->empty()) return content;
+    if (auto content = boxed_content(bounded, pos + len); content && !content->empty())
+      return content;
     size_t brace = pos + len;
     while (brace < bounded.size() && bounded[brace] == ' ') ++brace;
     if (brace < bounded.size() && bounded[brace] == '{' &&

@@ -18,9 +18,7 @@ constexpr long kMaxExactFactorial = 1000;      // n! computed exactly up to this
 constexpr long kMaxNumericFactorial = 5000;    // n! computed numerically up to this n
 constexpr double kMaxLog2Magnitude = 100'000;  // |log2(result)| beyond this: overflow
 
-bool is_integer(const Rational& r) {
-  return mp::denominator(r) == 1;
-}
+bool is_integer(const Rational& r) { return mp::denominator(r) == 1; }
 
 std::optional<mp::cpp_int> exact_integer_root(const mp::cpp_int& x, unsigned k) {
   if (x < 0) {
@@ -40,9 +38,7 @@ std::optional<mp::cpp_int> exact_integer_root(const mp::cpp_int& x, unsigned k) 
   return std::nullopt;
 }
 
-bool real_is_integer(const Real& x) {
-  return mp::isfinite(x) && mp::floor(x) == x;
-}
+bool real_is_integer(const Real& x) { return mp::isfinite(x) && mp::floor(x) == x; }
 
 }  // namespace
 

@@ -93,9 +93,7 @@ nlohmann::ordered_json summary_json(const EvalSummary& summary) {
 
 namespace {
 
-std::string percent(double share) {
-  return fmt::format("{:.2f}", 100.0 * share);
-}
+std::string percent(double share) { return fmt::format("{:.2f}", 100.0 * share); }
 
 std::string header(const std::vector<int>& ks, const std::string& first) {
   std::string line =

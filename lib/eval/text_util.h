@@ -8,15 +8,9 @@
 
 namespace rqat::eval::text {
 
-inline bool is_alpha(char c) {
-  return std::isalpha(static_cast<unsigned char>(c)) != 0;
-}
-inline bool is_digit(char c) {
-  return std::isdigit(static_cast<unsigned char>(c)) != 0;
-}
-inline bool is_space(char c) {
-  return std::isspace(static_cast<unsigned char>(c)) != 0;
-}
+inline bool is_alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
+inline bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+inline bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
 inline std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();

@@ -23,9 +23,12 @@ std::string ResourceField::value_text(const SlurmResources& r) const {
 
 const std::vector<ResourceField>& slurm_resource_fields() {
   static const std::vector<ResourceField> fields = {
-      {"nodes", &SlurmResources::nodes},          {"gpus", &SlurmResources::gpus},
-      {"cpus", &SlurmResources::cpus},            {"time", nullptr, &SlurmResources::time},
-      {"mem", nullptr, &SlurmResources::mem},     {"partition", nullptr, &SlurmResources::partition},
+      {"nodes", &SlurmResources::nodes},
+      {"gpus", &SlurmResources::gpus},
+      {"cpus", &SlurmResources::cpus},
+      {"time", nullptr, &SlurmResources::time},
+      {"mem", nullptr, &SlurmResources::mem},
+      {"partition", nullptr, &SlurmResources::partition},
       {"account", nullptr, &SlurmResources::account},
       {"constraint", nullptr, &SlurmResources::constraint},
       {"qos", nullptr, &SlurmResources::qos}};

@@ -83,9 +83,7 @@ std::optional<LogResult> read_log_result(const fs::path& path) {
   return r;
 }
 
-bool finished(const std::string& status) {
-  return status == "done" || status == "skipped";
-}
+bool finished(const std::string& status) { return status == "done" || status == "skipped"; }
 
 // Whether the stage's --out is its instance path (every stage unless the experiment set `out:
 // false`).
@@ -290,9 +288,7 @@ ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
   return table;
 }
 
-std::string percent(double share) {
-  return fmt::format("{:.1f}", 100.0 * share);
-}
+std::string percent(double share) { return fmt::format("{:.1f}", 100.0 * share); }
 
 std::string format_metric(const io::Json& value) {
   if (value.is_number_integer()) return fmt::format("{}", value.get<int64_t>());

@@ -85,8 +85,7 @@ void check_same_resources(const StageGroup& group) {
       fail(
           "{}: instances '{}' and '{}' ask for different SLURM {} ('{}' vs '{}'); one job array "
           "has one resource request, so give them separate stages",
-          where(first), first.id, other->id, field.name, comment_safe(expected),
-          comment_safe(got));
+          where(first), first.id, other->id, field.name, comment_safe(expected), comment_safe(got));
     }
   }
 }
@@ -167,13 +166,9 @@ std::vector<StageGroup> submission_order(std::vector<StageGroup> groups) {
 // Several GPUs or nodes: one task per GPU (one per node without GPUs) started by srun, the
 // layout lib/train/distributed.cpp reads from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and the
 // node list (it derives the rendezvous address and port from them, so none are set here).
-bool uses_srun(const SlurmResources& r) {
-  return r.nodes > 1 || r.gpus > 1;
-}
+bool uses_srun(const SlurmResources& r) { return r.nodes > 1 || r.gpus > 1; }
 
-int tasks_per_node(const SlurmResources& r) {
-  return r.gpus > 1 ? r.gpus : 1;
-}
+int tasks_per_node(const SlurmResources& r) { return r.gpus > 1 ? r.gpus : 1; }
 
 std::string render_command(const StageInstance& instance, const SlurmOptions& options,
                            const std::string& indent) {

@@ -29,9 +29,7 @@ std::vector<std::string> without_resume(std::vector<std::string> args) {
 }
 
 std::atomic<int> g_signal{0};
-void on_signal(int sig) {
-  g_signal = sig;
-}
+void on_signal(int sig) { g_signal = sig; }
 
 // Installs SIGINT/SIGTERM handlers for the run's lifetime (no SA_RESTART: waitpid must return).
 class SignalScope {

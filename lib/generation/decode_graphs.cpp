@@ -175,9 +175,7 @@ DecodeGraphs::DecodeGraphs(model::CausalLM& model, model::PagedKVCache& cache, i
 
 DecodeGraphs::~DecodeGraphs() = default;
 
-void DecodeGraphs::disable(const std::string&) {
-  enabled_ = false;
-}
+void DecodeGraphs::disable(const std::string&) { enabled_ = false; }
 
 std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep&,
                                                     const ops::SamplingTensors&) {

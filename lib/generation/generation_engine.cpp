@@ -28,10 +28,6 @@
 
 namespace rqat::generation {
 
-const char* finish_reason_name(FinishReason reason) {
-  return enum_name(kFinishReasonNames, reason).data();
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

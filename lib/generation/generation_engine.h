@@ -26,12 +26,9 @@
 namespace rqat::generation {
 
 enum class FinishReason { kStopToken, kStopString, kLength, kCount };
-inline constexpr EnumName<FinishReason> kFinishReasonNames[] = {
-    {FinishReason::kStopToken, "stop"},
-    {FinishReason::kStopString, "stop_string"},
-    {FinishReason::kLength, "length"}};
-static_assert(enum_table_complete(kFinishReasonNames));
-const char* finish_reason_name(FinishReason reason);  // kFinishReasonNames
+constexpr EnumNames<FinishReason> enum_names(FinishReason) {
+  return {"stop", "stop_string", "length"};
+}
 
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;

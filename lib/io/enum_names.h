@@ -1,23 +1,24 @@
 // One name table per user-facing enum, in the manner of ggml's op-name table: the flag, YAML and
-// JSON spelling of every enumerator lives in one array next to the enum, and both directions
-// (value -> name for manifests and logs, name -> value for flags and files) read it.
+// JSON spelling of every enumerator is one array, indexed by the enumerator, declared next to the
+// enum by a function that argument-dependent lookup finds:
 //
 //   enum class LrDecay { kConstant, kLinear, kCosine, kCount };
-//   inline constexpr EnumName<LrDecay> kLrDecayNames[] = {
-//       {LrDecay::kConstant, "constant"}, {LrDecay::kLinear, "linear"},
-//       {LrDecay::kCosine, "cosine"}};
-//   static_assert(enum_table_complete(kLrDecayNames));
-//   ... parse_enum(kLrDecayNames, "cosine", "--schedule") == LrDecay::kCosine
+//   constexpr EnumNames<LrDecay> enum_names(LrDecay) { return {"constant", "linear", "cosine"}; }
 //
-// kCount (as GGML_OP_COUNT) is a sentinel, never a value: a new enumerator without a name fails
-// the static_assert (the count), and so does a table out of enumerator order. Names are string
-// literals, so enum_name(...).data() is NUL-terminated.
+//   enum_name(LrDecay::kCosine) == "cosine"
+//   parse_enum<LrDecay>("cosine", "--schedule") == LrDecay::kCosine
+//
+// kCount (as GGML_OP_COUNT) is a sentinel, never a value: it sizes the array, so a table with
+// more names than enumerators does not compile, and one with fewer (or an empty or repeated name)
+// fails the static_assert in every helper below. Names are string literals, so
+// enum_name(...).data() is NUL-terminated.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <array>
+#include <concepts>
 #include <cstddef>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,67 +29,75 @@
 namespace rqat {
 
 template <class E>
-struct EnumName {
-  E value;
-  std::string_view name;  // a string literal
+using EnumNames = std::array<std::string_view, static_cast<size_t>(E::kCount)>;
+
+// An enum with a name table: `enum_names(E)` is declared in E's namespace.
+template <class E>
+concept NamedEnum = std::is_enum_v<E> && requires(E e) {
+  { enum_names(e) } -> std::same_as<EnumNames<E>>;
 };
 
-// Entry i names enumerator i, and the names are non-empty and distinct (so parsing is unambiguous).
-template <class E, size_t N>
-constexpr bool enum_table_in_order(const EnumName<E> (&table)[N]) {
+// Every enumerator has a name, and the names are distinct (so parsing is unambiguous).
+template <size_t N>
+constexpr bool enum_names_valid(const std::array<std::string_view, N>& names) {
   for (size_t i = 0; i < N; ++i) {
-    if (static_cast<size_t>(table[i].value) != i || table[i].name.empty()) return false;
+    if (names[i].empty()) return false;
     for (size_t j = 0; j < i; ++j)
-      if (table[j].name == table[i].name) return false;
+      if (names[j] == names[i]) return false;
   }
   return true;
 }
 
-// One entry per enumerator before E::kCount, in order: what every table's static_assert checks.
-template <class E, size_t N>
-constexpr bool enum_table_complete(const EnumName<E> (&table)[N]) {
-  return N == static_cast<size_t>(E::kCount) && enum_table_in_order(table);
+// The table of E, checked once per enum where it is first used.
+template <NamedEnum E>
+inline constexpr EnumNames<E> kEnumNames = enum_names(E{});
+
+template <NamedEnum E>
+constexpr const EnumNames<E>& checked_enum_names() {
+  static_assert(enum_names_valid(kEnumNames<E>), "an enumerator has no name, or a name repeats");
+  return kEnumNames<E>;
 }
 
 // The name of `value`. A value outside the table (kCount, or a cast integer) is a programming
 // error: it throws std::logic_error, not a user-facing rqat::Error.
-template <class E, size_t N>
-constexpr std::string_view enum_name(const EnumName<E> (&table)[N], E value) {
+template <NamedEnum E>
+constexpr std::string_view enum_name(E value) {
+  const auto& names = checked_enum_names<E>();
   const auto i = static_cast<size_t>(value);
-  if (i >= N || table[i].value != value)
+  if (i >= names.size())
     throw std::logic_error(
         fmt::format("enum_name: value {} has no name", static_cast<long long>(i)));
-  return table[i].name;
+  return names[i];
 }
 
-// "a", "a or b", "a, b or c": the names in table order, for messages and flag help.
-template <class E, size_t N>
-std::string enum_choices(const EnumName<E> (&table)[N]) {
+// "a", "a or b", "a, b or c": the names in enumerator order, for messages and flag help.
+template <NamedEnum E>
+std::string enum_choices() {
+  const auto& names = checked_enum_names<E>();
   std::string out;
-  for (size_t i = 0; i < N; ++i) {
-    if (i > 0) out += i + 1 == N ? " or " : ", ";
-    out += table[i].name;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
   }
   return out;
 }
 
-// The names in table order (e.g. for CLI::IsMember).
-template <class E, size_t N>
-std::vector<std::string> enum_name_list(const EnumName<E> (&table)[N]) {
-  std::vector<std::string> out;
-  out.reserve(N);
-  for (const auto& entry : table) out.emplace_back(entry.name);
-  return out;
+// The names in enumerator order (e.g. for CLI::IsMember).
+template <NamedEnum E>
+std::vector<std::string> enum_name_list() {
+  const auto& names = checked_enum_names<E>();
+  return {names.begin(), names.end()};
 }
 
 // The enumerator named `text` (exact, case-sensitive). Anything else fails with one line naming
 // `where` (the flag, or FILE:field), the text and the choices:
 //   --scale-mode: unknown value 'x' (expected frozen, lsq or clip)
-template <class E, size_t N>
-E parse_enum(const EnumName<E> (&table)[N], std::string_view text, std::string_view where) {
-  for (const auto& entry : table)
-    if (entry.name == text) return entry.value;
-  fail("{}: unknown value '{}' (expected {})", where, text, enum_choices(table));
+template <NamedEnum E>
+E parse_enum(std::string_view text, std::string_view where) {
+  const auto& names = checked_enum_names<E>();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<E>(i);
+  fail("{}: unknown value '{}' (expected {})", where, text, enum_choices<E>());
 }
 
 }  // namespace rqat

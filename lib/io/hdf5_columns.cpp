@@ -12,9 +12,7 @@ namespace rqat::io {
 namespace {
 
 // HDF5 prints its own error stack to stderr by default; rqat reports one line instead.
-void silence_hdf5_errors() {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-}
+void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 // Closes an HDF5 handle with the matching close function when it leaves scope.
 class Handle {

@@ -26,9 +26,7 @@ JsonType parse_json_file(const std::filesystem::path& path) {
 
 }  // namespace
 
-Json read_json_file(const std::filesystem::path& path) {
-  return parse_json_file<Json>(path);
-}
+Json read_json_file(const std::filesystem::path& path) { return parse_json_file<Json>(path); }
 
 nlohmann::json read_unordered_json_file(const std::filesystem::path& path) {
   return parse_json_file<nlohmann::json>(path);

@@ -20,9 +20,7 @@ void set_process_args(int argc, const char* const* argv) {
   stored_args().assign(argv, argv + argc);
 }
 
-const std::vector<std::string>& process_args() {
-  return stored_args();
-}
+const std::vector<std::string>& process_args() { return stored_args(); }
 
 void write_manifest(const std::filesystem::path& dir, const Manifest& manifest) {
   Json json = Json::object();

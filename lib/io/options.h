@@ -4,7 +4,7 @@
 //
 //   template <class Self, class Visitor> static void for_each(Self& self, Visitor& v) {
 //     v.value(self.steps, "steps", "Optimizer steps");
-//     v.choice(self.lr.decay, kLrDecayNames, "schedule", "Decay after warmup");  // enum_names.h
+//     v.value(self.lr.decay, "schedule", "Decay after warmup");  // enum_names.h
 //     v.value(self.log_every, "log-every", "Progress line every N steps", Role::kRunControl);
 //   }
 //
@@ -48,6 +48,8 @@ template <class T>
 io::Json option_json_value(const T& value) {
   if constexpr (std::is_same_v<T, std::filesystem::path>) {
     return value.string();
+  } else if constexpr (NamedEnum<T>) {
+    return std::string(enum_name(value));
   } else if constexpr (requires { value.has_value(); }) {
     return value ? option_json_value(*value) : io::Json(nullptr);
   } else {
@@ -65,11 +67,6 @@ class JsonOptionVisitor {
   void value(const T& field, std::string_view name, std::string_view /*help*/,
              Role role = Role::kSetting) {
     if (keep(role)) json_[option_key(name)] = option_json_value(field);
-  }
-  template <class E, size_t N>
-  void choice(const E& field, const EnumName<E> (&table)[N], std::string_view name,
-              std::string_view /*help*/, Role role = Role::kSetting) {
-    if (keep(role)) json_[option_key(name)] = std::string(enum_name(table, field));
   }
   io::Json take() { return std::move(json_); }
 

@@ -27,8 +27,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
-    const auto holder = c10::static_intrusive_pointer_cast<BlockHolder>(
-        ctx->saved_data["block"].toCapsule());
+    const auto holder =
+        c10::static_intrusive_pointer_cast<BlockHolder>(ctx->saved_data["block"].toCapsule());
     const at::Tensor x = ctx->get_saved_variables()[0];
     const at::Tensor x_again = x.detach().requires_grad_(x.requires_grad());
     at::Tensor y;

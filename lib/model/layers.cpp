@@ -30,17 +30,13 @@ Embedding::Embedding(int64_t vocab_size, int64_t dim, const at::TensorOptions& o
   weight = register_parameter("weight", at::empty({vocab_size, dim}, options));
 }
 
-at::Tensor Embedding::forward(const at::Tensor& ids) {
-  return at::embedding(weight, ids);
-}
+at::Tensor Embedding::forward(const at::Tensor& ids) { return at::embedding(weight, ids); }
 
 RMSNorm::RMSNorm(int64_t dim, double eps, const at::TensorOptions& options) : eps(eps) {
   weight = register_parameter("weight", at::empty({dim}, options));
 }
 
-at::Tensor RMSNorm::forward(const at::Tensor& x) {
-  return ops::rms_norm(x, weight, eps);
-}
+at::Tensor RMSNorm::forward(const at::Tensor& x) { return ops::rms_norm(x, weight, eps); }
 
 Attention::Attention(const ModelConfig& c, const at::TensorOptions& options)
     : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {

@@ -103,10 +103,6 @@ void parse_rope(const FieldReader& r, ModelConfig& c) {
 
 }  // namespace
 
-const char* family_name(Family family) {
-  return enum_name(kFamilyNames, family).data();
-}
-
 ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) {
   if (!json.is_object()) fail("{}: expected a JSON object", source);
   FieldReader r{json, source};
@@ -115,7 +111,7 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
   const Json* type = r.get("model_type");
   if (type == nullptr || !type->is_string()) fail("{}: field 'model_type' is missing", source);
   c.model_type = type->get<std::string>();
-  c.family = parse_enum(kFamilyNames, c.model_type, fmt::format("{}: field 'model_type'", source));
+  c.family = parse_enum<Family>(c.model_type, fmt::format("{}: field 'model_type'", source));
 
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");

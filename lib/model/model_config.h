@@ -15,9 +15,7 @@ namespace rqat::model {
 
 enum class Family { kQwen2, kQwen3, kLlama, kCount };
 // The names are config.json's model_type.
-inline constexpr EnumName<Family> kFamilyNames[] = {
-    {Family::kQwen2, "qwen2"}, {Family::kQwen3, "qwen3"}, {Family::kLlama, "llama"}};
-static_assert(enum_table_complete(kFamilyNames));
+constexpr EnumNames<Family> enum_names(Family) { return {"qwen2", "qwen3", "llama"}; }
 
 // rope_scaling of type "llama3" (Llama 3.1+): low frequencies are slowed down by `factor`,
 // high ones kept, and the band in between interpolated.
@@ -65,8 +63,6 @@ struct ModelConfig {
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };
-
-const char* family_name(Family family);
 
 // EOS ids of a model directory: config.json's eos_token_id plus generation_config.json's,
 // deduplicated.

@@ -70,9 +70,10 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& mask) {
   if (q.dim() != 4 || k.dim() != 4 || v.sizes() != k.sizes() || q.size(0) != k.size(0) ||
       q.size(3) != k.size(3) || k.size(1) == 0 || q.size(1) % k.size(1) != 0)
-    fail("attention: expected q (B, heads, T, D) and k, v (B, kv_heads, S, D) with heads a "
-         "multiple of kv_heads; got q {}, k {}, v {}",
-         c10::str(q.sizes()), c10::str(k.sizes()), c10::str(v.sizes()));
+    fail(
+        "attention: expected q (B, heads, T, D) and k, v (B, kv_heads, S, D) with heads a "
+        "multiple of kv_heads; got q {}, k {}, v {}",
+        c10::str(q.sizes()), c10::str(k.sizes()), c10::str(v.sizes()));
   if (mask.defined() &&
       (mask.dim() != 4 || (mask.size(0) != 1 && mask.size(0) != q.size(0)) || mask.size(1) != 1 ||
        mask.size(2) != q.size(2) || mask.size(3) != k.size(2)))
@@ -100,8 +101,7 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   if (mask.defined() && (mask.scalar_type() != at::kBool || !mask.is_cpu()))
     fail("attention: the fused kernels take a bool CPU mask");
   // Autograd functions take defined tensors: "no mask" travels as an empty one.
-  return FusedAttentionFunction::apply(q, k, v,
-                                       mask.defined() ? mask : at::empty({0}, at::kBool));
+  return FusedAttentionFunction::apply(q, k, v, mask.defined() ? mask : at::empty({0}, at::kBool));
 }
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -16,8 +16,8 @@
 namespace rqat::ops {
 
 // When attention() takes the fused kernels, from bench/bench_attention (forward + backward against
-// SDPA, 1 and 2 threads): heads up to kFusedAttentionMaxDim (2.4x-3.3x faster at 8, 1.2x-1.4x at 32,
-// 1.0x-1.3x at 64; at 128 SDPA's block GEMMs are as fast or faster), and at least one task per
+// SDPA, 1 and 2 threads): heads up to kFusedAttentionMaxDim (2.4x-3.3x faster at 8, 1.2x-1.4x at
+// 32, 1.0x-1.3x at 64; at 128 SDPA's block GEMMs are as fast or faster), and at least one task per
 // thread: the fused kernels split the work over (batch row, key/value head) pairs only, SDPA also
 // over blocks of queries, so a batch of one with two key/value heads on a 16-thread machine goes to
 // SDPA.

@@ -9,6 +9,7 @@
 // function is compiled three times (AVX-512, AVX2+FMA and the baseline) and the loader picks the
 // one the CPU runs, so the library itself keeps the baseline target.
 #include "ops/attention_kernel.h"
+#include "ops/vector_lanes.h"
 
 #include <ATen/Parallel.h>
 
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -40,21 +42,14 @@ using Floats8 = float __attribute__((vector_size(8 * sizeof(float))));
 using Floats4 = float __attribute__((vector_size(4 * sizeof(float))));
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-RQAT_INLINE Floats load(const float* p) {
-  Floats v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-RQAT_INLINE void store(float* p, Floats v) {
-  std::memcpy(p, &v, sizeof v);
-}
-RQAT_INLINE Floats splat(float x) {
-  return Floats{} + x;
-}
+RQAT_INLINE Floats load(const float* p) { return load_lanes<Floats>(p); }
+RQAT_INLINE void store(float* p, Floats v) { store_lanes(p, v); }
+RQAT_INLINE Floats splat(float x) { return splat_lanes<Floats>(x); }
 RQAT_INLINE float lane_sum(Floats v) {
   const Floats8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
                     __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const Floats4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  const Floats4 b =
+      __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 RQAT_INLINE float lane_max(Floats v) {
@@ -87,9 +82,7 @@ RQAT_INLINE Floats exp_nonpositive(Floats x) {
   return y * scale;
 }
 
-constexpr int64_t round_up_lanes(int64_t n) {
-  return (n + kLanes - 1) / kLanes * kLanes;
-}
+constexpr int64_t round_up_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
 // The keys one query row may see: all lie in [lo, hi); dense when every key of that span is
 // allowed (then the mask bytes are not read again).
@@ -155,9 +148,9 @@ class Workspace {
 // The operands of one task: batch row b, key/value head h; queries of its `group` heads.
 struct Task {
   const AttentionProblem* p;
-  const RowKeys* rows;        // per query (or one entry for all, without a mask)
-  const uint8_t* mask;        // (queries, keys) of this batch row, or nullptr
-  int64_t group, block;       // query heads per key/value head; keys per block
+  const RowKeys* rows;   // per query (or one entry for all, without a mask)
+  const uint8_t* mask;   // (queries, keys) of this batch row, or nullptr
+  int64_t group, block;  // query heads per key/value head; keys per block
   const RowKeys& keys_of(int64_t i) const { return mask ? rows[i] : rows[0]; }
   // Floats per row of a transposed block: no longer than the keys need, and never a multiple of
   // 4 KiB, so that the head-dimension rows of a block do not all fall into the same L1 sets.
@@ -226,8 +219,8 @@ RQAT_INLINE void columns_dot(const float* x, const float* mt, int64_t dim, int64
 // dim = 16 * kChunks: a row of the output lives in kChunks registers and two keys are taken at a
 // time (two independent chains per register). No horizontal sums, unlike the transposed form.
 template <int kChunks>
-RQAT_INLINE void rows_weighted_sum(const float* weights, const float* rows, int64_t lo,
-                                   int64_t hi, float* out) {
+RQAT_INLINE void rows_weighted_sum(const float* weights, const float* rows, int64_t lo, int64_t hi,
+                                   float* out) {
   constexpr int64_t dim = kChunks * kLanes;
   Floats a[kChunks]{}, b[kChunks]{};
   int64_t j = lo;
@@ -244,22 +237,24 @@ RQAT_INLINE void rows_weighted_sum(const float* weights, const float* rows, int6
   for (int c = 0; c < kChunks; ++c) store(out + c * kLanes, load(out + c * kLanes) + a[c] + b[c]);
 }
 
+// rows_weighted_sum<dim / 16> when the head size is one of 16, 32, ..., 16 * sizeof...(kChunks);
+// false (nothing done) otherwise.
+template <int... kChunks>
+RQAT_INLINE bool rows_weighted_sum_for(int64_t dim, const float* weights, const float* rows,
+                                       const Span& span, float* out,
+                                       std::integer_sequence<int, kChunks...>) {
+  return ((dim == 16 * (kChunks + 1) &&
+           (rows_weighted_sum<kChunks + 1>(weights, rows, span.lo, span.hi, out), true)) ||
+          ...);
+}
+
 // out[d] += sum_j weights[j] * rows[j, d] for keys [lo, hi): the register form above when the head
 // size is a multiple of 16 (up to 128), else dot products with the transposed block mt (dim,
 // width) over whole vectors [begin, end), the weights being zero outside [lo, hi).
-RQAT_INLINE void weighted_sum(const float* weights, const float* rows, const float* mt,
-                              int64_t dim, int64_t width, const Span& span, float* out) {
-  switch (dim) {
-    case 16: return rows_weighted_sum<1>(weights, rows, span.lo, span.hi, out);
-    case 32: return rows_weighted_sum<2>(weights, rows, span.lo, span.hi, out);
-    case 48: return rows_weighted_sum<3>(weights, rows, span.lo, span.hi, out);
-    case 64: return rows_weighted_sum<4>(weights, rows, span.lo, span.hi, out);
-    case 80: return rows_weighted_sum<5>(weights, rows, span.lo, span.hi, out);
-    case 96: return rows_weighted_sum<6>(weights, rows, span.lo, span.hi, out);
-    case 112: return rows_weighted_sum<7>(weights, rows, span.lo, span.hi, out);
-    case 128: return rows_weighted_sum<8>(weights, rows, span.lo, span.hi, out);
-    default: break;
-  }
+RQAT_INLINE void weighted_sum(const float* weights, const float* rows, const float* mt, int64_t dim,
+                              int64_t width, const Span& span, float* out) {
+  if (rows_weighted_sum_for(dim, weights, rows, span, out, std::make_integer_sequence<int, 8>{}))
+    return;
   for (int64_t d = 0; d < dim; ++d) {
     const float* row = mt + d * width;
     Floats a0{}, a1{};
@@ -384,8 +379,8 @@ void backward_task(const Task& t, const float* q, const float* k, const float* v
       bool active[kRowsTogether];
       for (int64_t x = 0; x < kRowsTogether; ++x) {
         const int64_t r = r0 + x;
-        active[x] = r < rows && lse[r] != kInf &&
-                    span_of(t.keys_of(r % queries), first, n, spans[x]);
+        active[x] =
+            r < rows && lse[r] != kInf && span_of(t.keys_of(r % queries), first, n, spans[x]);
         if (!active[x]) continue;
         begin = std::min(begin, spans[x].begin);
         end = std::max(end, spans[x].end);
@@ -458,8 +453,7 @@ void for_each_task(const AttentionProblem& p, const Body& body) {
       const int64_t b = task / p.kv_heads, h = task % p.kv_heads;
       const int64_t mask_b = p.mask_batch == 1 ? 0 : b;
       Task t{&p, keys.data() + (p.mask ? mask_b * p.queries : 0),
-             p.mask ? p.mask + mask_b * p.queries * p.keys : nullptr, group,
-             keys_per_block(p.dim)};
+             p.mask ? p.mask + mask_b * p.queries * p.keys : nullptr, group, keys_per_block(p.dim)};
       // Offsets of the task's query heads (contiguous: h * group .. h * group + group - 1) and of
       // its key/value head.
       const int64_t query_offset = (b * p.heads + h * group) * p.queries * p.dim;

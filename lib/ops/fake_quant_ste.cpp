@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "io/error.h"
+#include "ops/vector_lanes.h"
 
 #ifdef RQAT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -79,17 +80,9 @@ using Floats = float __attribute__((vector_size(16)));
 using Mask = int32_t __attribute__((vector_size(16)));
 constexpr int64_t kLanes = 4;
 
-inline Floats load(const float* p) {
-  Floats v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, Floats v) {
-  std::memcpy(p, &v, sizeof v);
-}
-inline Floats splat(float x) {
-  return Floats{} + x;
-}
+inline Floats load(const float* p) { return load_lanes<Floats>(p); }
+inline void store(float* p, Floats v) { store_lanes(p, v); }
+inline Floats splat(float x) { return splat_lanes<Floats>(x); }
 inline Floats select(Mask m, Floats a, Floats b) {
   return (Floats)((m & (Mask)a) | (~m & (Mask)b));
 }
@@ -218,35 +211,24 @@ void for_each_row(const Operands& op, const char* what, const Span& span) {
   });
 }
 
-at::Tensor forward_cpu(const Operands& op, int64_t max_code, const char* what) {
+// The forward (grad undefined) or the backward (grad contiguous, as op.w) on the CPU.
+at::Tensor fused_cpu(const Operands& op, const at::Tensor& grad, int64_t max_code,
+                     const char* what) {
   auto out = at::empty_like(op.w);
   const float* w = op.w.data_ptr<float>();
+  const float* g = grad.defined() ? grad.data_ptr<float>() : nullptr;
   float* dst = out.data_ptr<float>();
   const float max_q = static_cast<float>(max_code);
   const int64_t cols = op.cols;
   for_each_row(
       op, what,
       [&](int64_t r, int64_t begin, int64_t end, const float* s, const float* z, auto per_column) {
+        constexpr bool kPerColumn = decltype(per_column)::value;
         const int64_t at = r * cols + begin;
-        forward_span<decltype(per_column)::value>(w + at, dst + at, s, z, end - begin, max_q);
-      });
-  return out;
-}
-
-at::Tensor backward_cpu(const at::Tensor& grad, const Operands& op, int64_t max_code,
-                        const char* what) {
-  auto out = at::empty_like(op.w);
-  const float* w = op.w.data_ptr<float>();
-  const float* g = grad.data_ptr<float>();
-  float* dst = out.data_ptr<float>();
-  const float max_q = static_cast<float>(max_code);
-  const int64_t cols = op.cols;
-  for_each_row(
-      op, what,
-      [&](int64_t r, int64_t begin, int64_t end, const float* s, const float* z, auto per_column) {
-        const int64_t at = r * cols + begin;
-        backward_span<decltype(per_column)::value>(g + at, w + at, dst + at, s, z, end - begin,
-                                                   max_q);
+        if (g)
+          backward_span<kPerColumn>(g + at, w + at, dst + at, s, z, end - begin, max_q);
+        else
+          forward_span<kPerColumn>(w + at, dst + at, s, z, end - begin, max_q);
       });
   return out;
 }
@@ -257,6 +239,33 @@ void check_cuda(int err, const char* what) {
     fail("{}: CUDA kernel failed: {}", what, cudaGetErrorString(static_cast<cudaError_t>(err)));
 }
 #endif
+
+// The fused forward (grad undefined) or backward (grad: contiguous, as op.w) on op.w's device:
+// the CPU loops or the CUDA kernels, which write into a fresh tensor.
+at::Tensor run_fused(const char* what, const Operands& op, const at::Tensor& grad,
+                     int64_t max_code) {
+  if (op.w.is_cpu()) return fused_cpu(op, grad, max_code, what);
+#ifdef RQAT_WITH_CUDA
+  if (op.w.is_cuda()) {
+    auto out = at::empty_like(op.w);
+    const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+    const float* w = op.w.data_ptr<float>();
+    const float* scales = op.scales.data_ptr<float>();
+    const float* zeros = op.zeros.data_ptr<float>();
+    const int32_t* g_idx = op.g_idx.data_ptr<int32_t>();
+    check_cuda(grad.defined()
+                   ? cuda::launch_fake_quant_ste_backward(
+                         grad.data_ptr<float>(), w, out.data_ptr<float>(), scales, zeros, g_idx,
+                         op.rows, op.cols, op.groups, max_code, stream)
+                   : cuda::launch_fake_quant_indexed(w, out.data_ptr<float>(), scales, zeros, g_idx,
+                                                     op.rows, op.cols, op.groups, max_code, stream),
+               what);
+    return out;
+  }
+#endif
+  fail("{}: no fused kernel for a weight on {} (see fused_fake_quant_ste_supported)", what,
+       op.w.device().str());
+}
 
 }  // namespace
 
@@ -274,21 +283,8 @@ at::Tensor fake_quantize_ste_forward(const at::Tensor& w, const at::Tensor& scal
                                      const at::Tensor& zeros, const at::Tensor& g_idx,
                                      int64_t max_code) {
   constexpr const char* what = "fake_quantize_ste_forward";
-  const Operands op = fused_operands(what, w, scales, zeros, g_idx, max_code);
-  if (w.is_cpu()) return forward_cpu(op, max_code, what);
-#ifdef RQAT_WITH_CUDA
-  if (w.is_cuda()) {
-    auto out = at::empty_like(op.w);
-    check_cuda(cuda::launch_fake_quant_indexed(
-                   op.w.data_ptr<float>(), out.data_ptr<float>(), op.scales.data_ptr<float>(),
-                   op.zeros.data_ptr<float>(), op.g_idx.data_ptr<int32_t>(), op.rows, op.cols,
-                   op.groups, max_code, c10::cuda::getCurrentCUDAStream().stream()),
-               what);
-    return out;
-  }
-#endif
-  fail("{}: no fused kernel for a weight on {} (see fused_fake_quant_ste_supported)", what,
-       w.device().str());
+  return run_fused(what, fused_operands(what, w, scales, zeros, g_idx, max_code), at::Tensor(),
+                   max_code);
 }
 
 at::Tensor fake_quantize_ste_backward(const at::Tensor& grad_wq, const at::Tensor& w,
@@ -299,22 +295,7 @@ at::Tensor fake_quantize_ste_backward(const at::Tensor& grad_wq, const at::Tenso
   if (!grad_wq.defined() || grad_wq.sizes() != w.sizes() || grad_wq.scalar_type() != at::kFloat ||
       grad_wq.device() != w.device())
     fail("{}: the gradient must be float32 {} on the weight's device", what, c10::str(w.sizes()));
-  const auto grad = grad_wq.contiguous();
-  if (w.is_cpu()) return backward_cpu(grad, op, max_code, what);
-#ifdef RQAT_WITH_CUDA
-  if (w.is_cuda()) {
-    auto out = at::empty_like(op.w);
-    check_cuda(
-        cuda::launch_fake_quant_ste_backward(
-            grad.data_ptr<float>(), op.w.data_ptr<float>(), out.data_ptr<float>(),
-            op.scales.data_ptr<float>(), op.zeros.data_ptr<float>(), op.g_idx.data_ptr<int32_t>(),
-            op.rows, op.cols, op.groups, max_code, c10::cuda::getCurrentCUDAStream().stream()),
-        what);
-    return out;
-  }
-#endif
-  fail("{}: no fused kernel for a weight on {} (see fused_fake_quant_ste_supported)", what,
-       w.device().str());
+  return run_fused(what, op, grad_wq.contiguous(), max_code);
 }
 
 at::Tensor fake_quantize_ste_forward_ref(const at::Tensor& w, const at::Tensor& scales,

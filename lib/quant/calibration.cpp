@@ -73,9 +73,9 @@ io::Json record_of(const CalibrationOptions& options, const CalibrationSet& set,
   }
   io::Json r = io::Json::object();
   r["source"] = d.path.string();
-  r["format"] = data::format_name(data.format);
+  r["format"] = enum_name(data.format);
   if (data.format == data::DataFormat::kPlainText) {
-    r["split"] = data::plain_text_split_name(d.split);
+    r["split"] = enum_name(d.split);
     if (d.split == data::PlainTextSplit::kSeparatorLine) r["separator_line"] = d.separator_line;
   }
   r["fields"] = fields;

@@ -256,12 +256,4 @@ QuantizedWeight FakeQuantLinear::to_quantized() const {
   return q;
 }
 
-ScaleMode parse_scale_mode(const std::string& name, const std::string& flag) {
-  return parse_enum(kScaleModeNames, name, flag);
-}
-
-const char* scale_mode_name(ScaleMode mode) {
-  return enum_name(kScaleModeNames, mode).data();
-}
-
 }  // namespace rqat::quant

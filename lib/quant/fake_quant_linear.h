@@ -40,12 +40,7 @@ enum class ScaleMode {
   kLearnableClip,
   kCount,  // not a mode
 };
-inline constexpr EnumName<ScaleMode> kScaleModeNames[] = {
-    {ScaleMode::kFrozen, "frozen"}, {ScaleMode::kLsq, "lsq"}, {ScaleMode::kLearnableClip, "clip"}};
-static_assert(enum_table_complete(kScaleModeNames));
-// "frozen" | "lsq" | "clip"; errors name `flag` and the choices.
-ScaleMode parse_scale_mode(const std::string& name, const std::string& flag);
-const char* scale_mode_name(ScaleMode mode);
+constexpr EnumNames<ScaleMode> enum_names(ScaleMode) { return {"frozen", "lsq", "clip"}; }
 
 struct FakeQuantOptions {
   ScaleMode mode = ScaleMode::kFrozen;
@@ -58,6 +53,15 @@ struct FakeQuantOptions {
   double clip_init_logit = 4.0;
   // Names the layer in error messages (e.g. "model.layers.0.mlp.up_proj").
   std::string name = "fake_quant_linear";
+
+  // The options a trainer's user picks (io/options.h); the clip init and the name are not flags.
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    v.value(self.mode, "scale-mode",
+            "frozen scales, lsq (learned scales and zeros) or clip (learned clipping)");
+    v.value(self.lsq_grad_scale, "lsq-grad-scale",
+            "Scale LSQ gradients by 1/sqrt(group size * max code)");
+  }
 };
 
 // The autograd-aware quantize-dequantize of the header comment, usable on its own: w (out, in),

@@ -28,9 +28,7 @@ bool sequential_g_idx(const QuantizedWeight& w) {
   return at::equal(w.g_idx.to(at::kCPU, at::kLong), at::arange(in, at::kLong).div(group, "floor"));
 }
 
-uint64_t bytes_of(const at::Tensor& t) {
-  return t.numel() * t.element_size();
-}
+uint64_t bytes_of(const at::Tensor& t) { return t.numel() * t.element_size(); }
 
 // "model.layers.3.mlp.down_proj" -> {"3", "mlp.down_proj"}; nullopt outside the decoder blocks.
 std::optional<std::pair<std::string, std::string>> split_block_name(const std::string& name) {
@@ -220,8 +218,8 @@ io::Json quantization_config(const QuantSpec& spec, const GptqExportOptions& opt
   qc["lm_head"] = lm_head;
   // GPTQModel, vLLM and older transformers read "checkpoint_format"; transformers' GPTQConfig
   // also writes the same value as "format".
-  qc["checkpoint_format"] = gptq_format_name(options.format);
-  qc["format"] = gptq_format_name(options.format);
+  qc["checkpoint_format"] = enum_name(options.format);
+  qc["format"] = enum_name(options.format);
   qc["pack_dtype"] = "int32";
   if (options.true_sequential) qc["true_sequential"] = *options.true_sequential;
   if (options.damp_percent) qc["damp_percent"] = *options.damp_percent;
@@ -318,7 +316,7 @@ std::optional<GptqCheckpointConfig> read_gptq_config(const io::Json& config_json
   }
   if (format != nullptr) {
     if (!format->is_string()) fail("{} is not a string", field(format_key));
-    c.format = parse_gptq_format(format->get<std::string>(), field(format_key));
+    c.format = parse_enum<GptqFormat>(format->get<std::string>(), field(format_key));
   }
   if (const io::Json* pack = find_key(*qc, "pack_dtype")) {
     if (!pack->is_string() || pack->get<std::string>() != "int32")

@@ -158,14 +158,6 @@ at::Tensor unpack_gptq_columns(const at::Tensor& packed, int bits, std::string_v
   return unpack_dim0(p, bits).t().contiguous();
 }
 
-GptqFormat parse_gptq_format(std::string_view name, std::string_view where) {
-  return parse_enum(kGptqFormatNames, name, where);
-}
-
-const char* gptq_format_name(GptqFormat format) {
-  return enum_name(kGptqFormatNames, format).data();
-}
-
 GptqPackedLayer pack_gptq_layer(const QuantizedWeight& weight, const std::string& name,
                                 const GptqPackOptions& options) {
   const int bits = weight.bits;

@@ -43,12 +43,7 @@ enum class GptqFormat {
   kV2,     // "gptq_v2": zero points stored as they are (GPTQModel)
   kCount,  // not a format
 };
-inline constexpr EnumName<GptqFormat> kGptqFormatNames[] = {{GptqFormat::kV1, "gptq"},
-                                                            {GptqFormat::kV2, "gptq_v2"}};
-static_assert(enum_table_complete(kGptqFormatNames));
-// "gptq" | "gptq_v2"; errors name `where` (the flag, or FILE:field) and the choices.
-GptqFormat parse_gptq_format(std::string_view name, std::string_view where);
-const char* gptq_format_name(GptqFormat format);
+constexpr EnumNames<GptqFormat> enum_names(GptqFormat) { return {"gptq", "gptq_v2"}; }
 
 // The tensors of one quantized linear layer as a GPTQ checkpoint stores them (see above).
 struct GptqPackedLayer {

@@ -14,14 +14,6 @@
 
 namespace rqat::quant {
 
-PtqMethod parse_ptq_method(const std::string& name) {
-  return parse_enum(kPtqMethodNames, name, "--method");
-}
-
-const char* ptq_method_name(PtqMethod method) {
-  return enum_name(kPtqMethodNames, method).data();
-}
-
 const std::vector<std::vector<std::string>>& sequential_groups() {
   static const std::vector<std::vector<std::string>> groups = {
       {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
@@ -144,7 +136,7 @@ void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOption
   const bool needs_data = options.method != PtqMethod::kRtn;
   if (!ids.defined()) {
     if (needs_data)
-      fail("--method {} needs calibration data (--calib FILE)", ptq_method_name(options.method));
+      fail("--method {} needs calibration data (--calib FILE)", enum_name(options.method));
     return;
   }
   if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 1)

@@ -23,12 +23,7 @@
 namespace rqat::quant {
 
 enum class PtqMethod { kRtn, kGptq, kAwq, kCount };
-inline constexpr EnumName<PtqMethod> kPtqMethodNames[] = {
-    {PtqMethod::kRtn, "rtn"}, {PtqMethod::kGptq, "gptq"}, {PtqMethod::kAwq, "awq"}};
-static_assert(enum_table_complete(kPtqMethodNames));
-// "rtn" | "gptq" | "awq"; errors name --method and the choices.
-PtqMethod parse_ptq_method(const std::string& name);
-const char* ptq_method_name(PtqMethod method);
+constexpr EnumNames<PtqMethod> enum_names(PtqMethod) { return {"rtn", "gptq", "awq"}; }
 
 struct PtqOptions {
   PtqMethod method = PtqMethod::kGptq;

@@ -86,14 +86,9 @@ void QuantSpec::validate(std::string_view where) const {
 }
 
 io::Json QuantSpec::to_json() const {
-  io::Json json;
-  json["bits"] = bits;
-  json["group_size"] = group_size;
-  json["symmetric"] = symmetric;
-  json["clip_search"] = clip_search;
-  json["include"] = include;
-  json["exclude"] = exclude;
-  return json;
+  return {{"bits", bits},           {"group_size", group_size},
+          {"symmetric", symmetric}, {"clip_search", clip_search},
+          {"include", include},     {"exclude", exclude}};
 }
 
 QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {

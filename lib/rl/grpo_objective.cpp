@@ -69,27 +69,9 @@ void check_inputs(const at::Tensor& new_logp, const at::Tensor& old_logp, const 
          options.tis_cap);
 }
 
-double item(const at::Tensor& t) {
-  return t.item<double>();
-}
+double item(const at::Tensor& t) { return t.item<double>(); }
 
 }  // namespace
-
-AdvantageMode parse_advantage_mode(const std::string& name, const std::string& flag) {
-  return parse_enum(kAdvantageModeNames, name, flag);
-}
-
-std::string advantage_mode_name(AdvantageMode mode) {
-  return std::string(enum_name(kAdvantageModeNames, mode));
-}
-
-LossAggregation parse_loss_aggregation(const std::string& name, const std::string& flag) {
-  return parse_enum(kLossAggregationNames, name, flag);
-}
-
-std::string loss_aggregation_name(LossAggregation aggregation) {
-  return std::string(enum_name(kLossAggregationNames, aggregation));
-}
 
 Advantages group_advantages(const std::vector<double>& rewards, int64_t group_size,
                             AdvantageMode mode, double eps) {

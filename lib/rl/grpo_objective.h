@@ -62,9 +62,7 @@ enum class AdvantageMode {
   kMeanCentered,     // r - mean: Dr. GRPO
   kCount,            // not a mode
 };
-inline constexpr EnumName<AdvantageMode> kAdvantageModeNames[] = {
-    {AdvantageMode::kGroupNormalized, "grpo"}, {AdvantageMode::kMeanCentered, "dr_grpo"}};
-static_assert(enum_table_complete(kAdvantageModeNames));
+constexpr EnumNames<AdvantageMode> enum_names(AdvantageMode) { return {"grpo", "dr_grpo"}; }
 
 enum class LossAggregation {
   kSequenceMean,        // per-sequence token mean, then mean over sequences (GRPO)
@@ -72,19 +70,9 @@ enum class LossAggregation {
   kConstantNormalizer,  // sum over all tokens / (B * max_response_tokens) (Dr. GRPO)
   kCount,               // not an aggregation
 };
-inline constexpr EnumName<LossAggregation> kLossAggregationNames[] = {
-    {LossAggregation::kSequenceMean, "seq_mean"},
-    {LossAggregation::kTokenMean, "token_mean"},
-    {LossAggregation::kConstantNormalizer, "constant"}};
-static_assert(enum_table_complete(kLossAggregationNames));
-
-// "grpo" | "dr_grpo"; anything else fails naming `flag` and the choices.
-AdvantageMode parse_advantage_mode(const std::string& name, const std::string& flag);
-std::string advantage_mode_name(AdvantageMode mode);
-
-// "seq_mean" | "token_mean" | "constant"; anything else fails naming `flag` and the choices.
-LossAggregation parse_loss_aggregation(const std::string& name, const std::string& flag);
-std::string loss_aggregation_name(LossAggregation aggregation);
+constexpr EnumNames<LossAggregation> enum_names(LossAggregation) {
+  return {"seq_mean", "token_mean", "constant"};
+}
 
 struct Advantages {
   std::vector<double> values;             // one per sequence, group-major like the rewards

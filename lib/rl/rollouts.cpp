@@ -41,9 +41,7 @@ data::SequenceSet prompt_sequences(const std::vector<RlPrompt>& prompts) {
   return set;
 }
 
-uint64_t mix_seed(uint64_t a, uint64_t b) {
-  return generation::sample_seed(a, b);
-}
+uint64_t mix_seed(uint64_t a, uint64_t b) { return generation::sample_seed(a, b); }
 
 std::vector<Sample> generate_rollouts(model::CausalLM& policy,
                                       std::shared_ptr<const tokenizer::Tokenizer> tokenizer,

@@ -38,9 +38,7 @@ void append_mapped(std::string_view bytes, std::string& out) {
   for (const char c : bytes) out.append(t[static_cast<unsigned char>(c)]);
 }
 
-std::string_view mapped_char(unsigned char b) {
-  return tables().to_char[b];
-}
+std::string_view mapped_char(unsigned char b) { return tables().to_char[b]; }
 
 void append_token_bytes(std::string_view token, std::string& out) {
   const auto& to_byte = tables().to_byte;

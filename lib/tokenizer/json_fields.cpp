@@ -9,9 +9,7 @@
 
 namespace rqat::tokenizer::json_fields {
 
-Json read(const std::filesystem::path& path) {
-  return io::read_unordered_json_file(path);
-}
+Json read(const std::filesystem::path& path) { return io::read_unordered_json_file(path); }
 
 void bad(const std::string& file, const std::string& field, const std::string& what) {
   fail("{}: {}: {}", file, field, what);

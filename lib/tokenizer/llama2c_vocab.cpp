@@ -202,18 +202,17 @@ HfTokenizerFiles llama2c_vocab_to_hf(const Llama2cVocab& vocab, int64_t model_ma
     entry.erase("id");
     decoder_entries[std::to_string(i)] = std::move(entry);
   }
-  OJson& c = out.config;
-  c["add_bos_token"] = true;
-  c["add_eos_token"] = false;
-  c["added_tokens_decoder"] = std::move(decoder_entries);
-  c["bos_token"] = bos;
-  c["clean_up_tokenization_spaces"] = false;
-  c["eos_token"] = eos;
-  // Metaspace "first" rather than the legacy "▁" after every special token.
-  c["legacy"] = false;
-  c["model_max_length"] = model_max_length;
-  c["tokenizer_class"] = "LlamaTokenizer";
-  c["unk_token"] = unk;
+  // legacy false: Metaspace "first" rather than the legacy "▁" after every special token.
+  out.config = {{"add_bos_token", true},
+                {"add_eos_token", false},
+                {"added_tokens_decoder", std::move(decoder_entries)},
+                {"bos_token", bos},
+                {"clean_up_tokenization_spaces", false},
+                {"eos_token", eos},
+                {"legacy", false},
+                {"model_max_length", model_max_length},
+                {"tokenizer_class", "LlamaTokenizer"},
+                {"unk_token", unk}};
   return out;
 }
 

@@ -13,9 +13,7 @@ namespace {
 
 using json_fields::Json;
 
-std::string at(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
+std::string at(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
 const Json& array_member(const Json& parent, const std::string& key, const std::string& file,
                          const std::string& path) {

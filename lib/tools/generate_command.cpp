@@ -60,7 +60,7 @@ std::vector<GenerationResult> run_generate_command(const GenerateCommandOptions&
 
   for (const auto& r : results) {
     out << fmt::format("--- sample {} ({} tokens, {}, {:.2f} s)\n", r.sample_index,
-                       r.token_ids.size(), finish_reason_name(r.finish_reason), r.seconds);
+                       r.token_ids.size(), enum_name(r.finish_reason), r.seconds);
     out << r.text << "\n";
   }
   const auto& stats = engine.stats();
@@ -70,8 +70,7 @@ std::vector<GenerationResult> run_generate_command(const GenerateCommandOptions&
     const auto count = std::count_if(results.begin(), results.end(),
                                      [&](const auto& r) { return r.finish_reason == reason; });
     if (count > 0)
-      reasons +=
-          fmt::format("{}{} {}", reasons.empty() ? "" : ", ", count, finish_reason_name(reason));
+      reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", count, enum_name(reason));
   }
   out << fmt::format(
       "generated {} tokens in {} samples ({}) from a {}-token prompt in {:.2f} s: {:.1f} "

@@ -24,14 +24,6 @@ using namespace rqat::train;
 using namespace rqat::data;
 namespace fs = std::filesystem;
 
-PolicyMode parse_policy_mode(const std::string& name, const std::string& flag) {
-  return parse_enum(kPolicyModeNames, name, flag);
-}
-
-const char* policy_mode_name(PolicyMode mode) {
-  return enum_name(kPolicyModeNames, mode).data();
-}
-
 namespace {
 
 void check_options(const GrpoCommandOptions& o) {
@@ -207,8 +199,8 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
                "grpo ({}): {} prompts from {}, {} x {} samples per step, {} processes; {} "
                "trainable "
                "parameters\n",
-               policy_mode_name(o.mode), prompts.size(), o.data.string(), o.prompts_per_step,
-               o.group_size, comm->world_size(), optimizer.parameter_count())
+               enum_name(o.mode), prompts.size(), o.data.string(), o.prompts_per_step, o.group_size,
+               comm->world_size(), optimizer.parameter_count())
         << "options:\n"
         << io::options_table(o) << io::options_table(o.trainer);
 

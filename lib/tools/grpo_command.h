@@ -37,12 +37,7 @@
 namespace rqat::tools {
 
 enum class PolicyMode { kFull, kQat, kQlora, kCount };
-inline constexpr EnumName<PolicyMode> kPolicyModeNames[] = {
-    {PolicyMode::kFull, "full"}, {PolicyMode::kQat, "qat"}, {PolicyMode::kQlora, "qlora"}};
-static_assert(enum_table_complete(kPolicyModeNames));
-// "full" | "qat" | "qlora"; errors name `flag` and the choices.
-PolicyMode parse_policy_mode(const std::string& name, const std::string& flag);
-const char* policy_mode_name(PolicyMode mode);
+constexpr EnumNames<PolicyMode> enum_names(PolicyMode) { return {"full", "qat", "qlora"}; }
 
 struct GrpoCommandOptions {
   PolicyMode mode = PolicyMode::kFull;
@@ -95,10 +90,9 @@ struct GrpoCommandOptions {
   template <class Self, class Visitor>
   static void for_each(Self& self, Visitor& v) {
     using io::Role;
-    v.choice(
-        self.mode, kPolicyModeNames, "mode",
-        "Policy: full (all weights), qat (fake-quantized, STE) or qlora (frozen quantized base "
-        "+ LoRA)");
+    v.value(self.mode, "mode",
+            "Policy: full (all weights), qat (fake-quantized, STE) or qlora (frozen quantized base "
+            "+ LoRA)");
     v.value(self.max_prompts, "max-prompts", "Use the first N prompts (0: all)");
     v.value(self.lora.rank, "lora-rank", "qlora: adapter rank");
     v.value(self.lora.alpha, "lora-alpha", "qlora: scale alpha / rank");
@@ -113,10 +107,9 @@ struct GrpoCommandOptions {
     v.value(self.max_new_tokens, "max-new-tokens", "Response length limit");
     v.value(self.reward, "reward",
             "Reward spec: math, math_boxed, format[:w], combined with + (e.g. math+format:0.1)");
-    v.choice(self.advantage, rl::kAdvantageModeNames, "advantage",
-             "grpo ((r - mean) / std) or dr_grpo (r - mean)");
-    v.choice(self.loss.aggregation, rl::kLossAggregationNames, "loss-aggregation",
-             "seq_mean (GRPO), token_mean (DAPO) or constant (Dr. GRPO)");
+    v.value(self.advantage, "advantage", "grpo ((r - mean) / std) or dr_grpo (r - mean)");
+    v.value(self.loss.aggregation, "loss-aggregation",
+            "seq_mean (GRPO), token_mean (DAPO) or constant (Dr. GRPO)");
     v.value(self.loss.clip_low, "clip-low", "Ratio clip below 1 - eps");
     v.value(self.loss.clip_high, "clip-high", "Ratio clip above 1 + eps");
     v.value(self.loss.kl_beta, "kl-beta", "KL (k3) penalty to the initial policy");

@@ -36,7 +36,7 @@ io::Json report_json(const NllCommandOptions& options, const TokenizedDataset& d
   io::Json j = io::Json::object();
   j["model"] = options.model_dir.string();
   j["data"] = options.data.path.string();
-  j["format"] = format_name(data.format);
+  j["format"] = enum_name(data.format);
   if (options.data.use_chat_template) {
     j["chat_template"] = data.chat_format;
     j["fields"] = {{"prompt", options.data.prompt_field},

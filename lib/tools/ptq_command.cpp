@@ -81,10 +81,10 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   ptq.spec.validate("--");
   if (options.out_dir.empty()) fail("--out is required");
   if (ptq.method != PtqMethod::kRtn && !options.calibration)
-    fail("--method {} needs calibration data (--calib FILE)", ptq_method_name(ptq.method));
+    fail("--method {} needs calibration data (--calib FILE)", enum_name(ptq.method));
   std::optional<GptqFormat> export_format;
   if (!options.export_format.empty())
-    export_format = parse_gptq_format(options.export_format, "--export");
+    export_format = parse_enum<GptqFormat>(options.export_format, "--export");
   const auto config = model::ModelConfig::load(options.model_dir / "config.json");
 
   auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
@@ -103,7 +103,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   auto model =
       quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
   if (export_format) check_gptq_exportable(*model, ptq.spec);
-  out << fmt::format("ptq: {} {} of {}\n", ptq_method_name(ptq.method), ptq.spec.describe(),
+  out << fmt::format("ptq: {} {} of {}\n", enum_name(ptq.method), ptq.spec.describe(),
                      options.model_dir.string());
 
   PtqCommandResult result;
@@ -116,7 +116,8 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   save.tokenizer_from = options.model_dir;
   model::save_causal_lm(*model, options.out_dir, save);
   save_quant_state(options.out_dir, {ptq.spec, result.ptq.layers});
-  write_layer_metrics(options.out_dir / "metrics.h5", result.ptq, ptq_method_name(ptq.method));
+  write_layer_metrics(options.out_dir / "metrics.h5", result.ptq,
+                      std::string(enum_name(ptq.method)));
 
   double error_sum = 0;
   int64_t error_count = 0;
@@ -128,7 +129,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   if (export_format) {
     GptqExportOptions export_options;
     export_options.format = *export_format;
-    export_options.method = ptq_method_name(ptq.method);
+    export_options.method = enum_name(ptq.method);
     if (ptq.method == PtqMethod::kGptq) {
       export_options.damp_percent = ptq.gptq.damp_percent;
       export_options.true_sequential = true;
@@ -139,7 +140,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
         export_gptq_checkpoint(*model, result.ptq.layers, ptq.spec, dir, export_options);
     model::copy_tokenizer_files(options.model_dir, dir);
     out << fmt::format("exported {} packed layers ({} format, {:.2f} MB packed) to {}\n",
-                       summary.quantized_layers, gptq_format_name(*export_format),
+                       summary.quantized_layers, enum_name(*export_format),
                        summary.packed_bytes / 1e6, dir.string());
   }
   result.peak_rss_mb = peak_rss_mb();
@@ -148,7 +149,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   manifest.tool = "ptq";
   manifest.inputs["model"] = options.model_dir.string();
   if (options.calibration) manifest.inputs["calibration"] = options.calibration->data.path.string();
-  manifest.config["method"] = ptq_method_name(ptq.method);
+  manifest.config["method"] = enum_name(ptq.method);
   manifest.config["quant"] = ptq.spec.to_json();
   if (ptq.method == PtqMethod::kGptq) {
     manifest.config["gptq"] = io::options_json(ptq.gptq);

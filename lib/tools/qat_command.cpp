@@ -9,6 +9,7 @@
 #include "eval/run/evaluate.h"
 #include "io/error.h"
 #include "io/manifest.h"
+#include "io/options.h"
 #include "model/model_dir.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/load_model.h"
@@ -27,9 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* tool_name(QatObjective objective) {
-  return enum_name(kQatObjectiveNames, objective).data();
-}
+const char* tool_name(QatObjective objective) { return enum_name(objective).data(); }
 
 fs::path resolve_teacher(const QatCommandOptions& options) {
   if (options.teacher_dir) return *options.teacher_dir;
@@ -62,19 +61,11 @@ std::optional<int64_t> pick_separator_id(const tokenizer::Tokenizer& tokenizer) 
   return std::nullopt;
 }
 
-io::Json distill_json(const DistillOptions& d) {
-  return {{"divergence", distill_divergence_name(d.divergence)},
-          {"temperature", d.temperature},
-          {"jsd_beta", d.jsd_beta},
-          {"top_k", d.top_k},
-          {"ce_weight", d.ce_weight}};
-}
-
 io::Json data_json(const TextDataOptions& data, const SequenceSet& set) {
   io::Json j = {{"path", data.path.string()},
-                {"format", format_name(resolve_format(data))},
+                {"format", enum_name(resolve_format(data))},
                 {"chat", data.use_chat_template},
-                {"layout", sequence_layout_name(set.layout)},
+                {"layout", enum_name(set.layout)},
                 {"max_length", set.max_length},
                 {"sequences", set.sequences.size()},
                 {"tokens", set.total_tokens},
@@ -103,7 +94,7 @@ void check_plan(const QatCommandOptions& options, const model::ModelConfig& conf
   if (!options.export_format.empty()) {
     if (!plan.quantize)
       fail("--export {} needs quantized weights (not --bits 16)", options.export_format);
-    quant::parse_gptq_format(options.export_format, "--export");
+    parse_enum<quant::GptqFormat>(options.export_format, "--export");
   }
   if (options.sequences.max_length > config.max_position_embeddings)
     fail("--max-length {} exceeds the model's max_position_embeddings {} ({})",
@@ -189,7 +180,7 @@ EvaluateFn make_evaluate(const QatCommandOptions& options, model::CausalLM& stud
 void export_gptq(const QatCommandOptions& options, model::CausalLM& student,
                  const quant::QuantState& state, std::ostream& out) {
   quant::GptqExportOptions export_options;
-  export_options.format = quant::parse_gptq_format(options.export_format, "--export");
+  export_options.format = parse_enum<quant::GptqFormat>(options.export_format, "--export");
   export_options.method = tool_name(options.objective);
   // Frozen scales are float16 values already (ptq and the RTN init round them); learned ones
   // are rounded to float16 here, as the GPTQ format stores them.
@@ -199,7 +190,7 @@ void export_gptq(const QatCommandOptions& options, model::CausalLM& student,
       quant::export_gptq_checkpoint(student, state.layers, state.spec, dir, export_options);
   model::copy_tokenizer_files(options.model_dir, dir);
   out << fmt::format("exported {} packed layers ({} format) to {}\n", summary.quantized_layers,
-                     quant::gptq_format_name(export_options.format), dir.string());
+                     enum_name(export_options.format), dir.string());
 }
 
 // The artifact: exact quantized weights, their codes, metrics.h5, the GPTQ export, the manifest.
@@ -279,7 +270,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
   if (comm->is_main())
     out << fmt::format("student: {} fake-quantized layers ({}), {}\n", quantized.size(),
                        plan.quantize ? spec.describe() : std::string("full precision"),
-                       plan.quantize ? quant::scale_mode_name(options.fake_quant.mode) : "");
+                       plan.quantize ? enum_name(options.fake_quant.mode) : "");
 
   TrainingOptimizer optimizer(trainable_parameters(*student), options.trainer.adamw);
   StepMetricsLog metrics(options.out_dir, comm->is_main());
@@ -295,9 +286,9 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
                           {"teacher", teacher_dir.string()},
                           {"data", data_json(options.data, data.sequences)},
                           {"quant", plan.quantize ? spec.to_json() : io::Json(nullptr)},
-                          {"scale_mode", quant::scale_mode_name(options.fake_quant.mode)},
+                          {"scale_mode", enum_name(options.fake_quant.mode)},
                           {"trainer", trainer_fingerprint(options.trainer)}};
-  if (teacher) fingerprint["distill"] = distill_json(options.distill);
+  if (teacher) fingerprint["distill"] = io::settings_json(options.distill);
   trainer_options.fingerprint = fingerprint;
 
   Trainer trainer(*student, optimizer, data.sequences, *comm, metrics, trainer_options);

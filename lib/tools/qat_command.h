@@ -39,9 +39,7 @@ namespace rqat::tools {
 
 enum class QatObjective { kSft, kKd, kCount };
 // The tool names, as manifests and metrics record them.
-inline constexpr EnumName<QatObjective> kQatObjectiveNames[] = {{QatObjective::kSft, "qat-sft"},
-                                                                {QatObjective::kKd, "qat-kd"}};
-static_assert(enum_table_complete(kQatObjectiveNames));
+constexpr EnumNames<QatObjective> enum_names(QatObjective) { return {"qat-sft", "qat-kd"}; }
 
 struct QatCommandOptions {
   QatObjective objective = QatObjective::kSft;

@@ -73,14 +73,6 @@ at::Tensor generalized_jsd(const at::Tensor& teacher_logp, const at::Tensor& stu
 
 }  // namespace
 
-DistillDivergence parse_distill_divergence(const std::string& name, const std::string& flag) {
-  return parse_enum(kDistillDivergenceNames, name, flag);
-}
-
-std::string distill_divergence_name(DistillDivergence divergence) {
-  return std::string(enum_name(kDistillDivergenceNames, divergence));
-}
-
 DistillLoss distill_loss(const at::Tensor& student_logits, const at::Tensor& teacher_logits,
                          const at::Tensor& mask, const at::Tensor& labels,
                          const DistillOptions& options) {

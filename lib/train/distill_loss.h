@@ -47,15 +47,9 @@ enum class DistillDivergence {
   kJsd,        // generalized JSD with jsd_beta (beta weights the teacher in the mixture)
   kCount,      // not a divergence
 };
-inline constexpr EnumName<DistillDivergence> kDistillDivergenceNames[] = {
-    {DistillDivergence::kForwardKl, "forward_kl"},
-    {DistillDivergence::kReverseKl, "reverse_kl"},
-    {DistillDivergence::kJsd, "jsd"}};
-static_assert(enum_table_complete(kDistillDivergenceNames));
-
-// "forward_kl" | "reverse_kl" | "jsd"; anything else fails naming `flag` and the choices.
-DistillDivergence parse_distill_divergence(const std::string& name, const std::string& flag);
-std::string distill_divergence_name(DistillDivergence divergence);
+constexpr EnumNames<DistillDivergence> enum_names(DistillDivergence) {
+  return {"forward_kl", "reverse_kl", "jsd"};
+}
 
 struct DistillOptions {
   DistillDivergence divergence = DistillDivergence::kForwardKl;
@@ -63,6 +57,16 @@ struct DistillOptions {
   double jsd_beta = 0.5;     // --jsd-beta, in [0, 1]; only used by kJsd
   int64_t top_k = 0;         // --top-k: 0 = full vocabulary; else 1..V teacher ids (see above)
   double ce_weight = 0.0;    // --ce-weight in [0, 1]: loss = (1 - w) * kd + w * CE(labels)
+
+  // One declaration for qat-kd's flags, its resume fingerprint and its manifest (io/options.h).
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    v.value(self.divergence, "divergence", "forward_kl, reverse_kl or jsd");
+    v.value(self.temperature, "temperature", "Distillation temperature");
+    v.value(self.jsd_beta, "jsd-beta", "Teacher weight of the JSD mixture");
+    v.value(self.top_k, "top-k", "Teacher logits kept per position (0: all)");
+    v.value(self.ce_weight, "ce-weight", "Mix of cross-entropy on the data: (1 - w) KD + w CE");
+  }
 };
 
 struct DistillLoss {

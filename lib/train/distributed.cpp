@@ -185,9 +185,7 @@ std::string first_of_range_list(const std::string& ranges, const std::string& li
 
 // --- Collectives -----------------------------------------------------------------------------
 
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // Backend failures (a peer that died, a timeout, an unsupported dtype) surface as c10::Error or
 // gloo exceptions with multi-line messages; callers get the project's one-line error instead.
@@ -292,10 +290,6 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id,
   }
   fail("{}='{}' lists {} nodes, but this is node {} (SLURM_NODEID)", variable, tasks_per_node,
        nodes_seen, node_id);
-}
-
-CommBackend parse_comm_backend(const std::string& name, const std::string& flag) {
-  return parse_enum(kCommBackendNames, name, flag);
 }
 
 // --- Public: communicator ----------------------------------------------------------------------

@@ -54,11 +54,7 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id,
                         const std::string& variable);
 
 enum class CommBackend { kAuto, kGloo, kNccl, kCount };  // auto: nccl on CUDA, gloo on the CPU
-inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
-    {CommBackend::kAuto, "auto"}, {CommBackend::kGloo, "gloo"}, {CommBackend::kNccl, "nccl"}};
-static_assert(enum_table_complete(kCommBackendNames));
-// "auto" | "gloo" | "nccl"; errors name `flag` and the choices.
-CommBackend parse_comm_backend(const std::string& name, const std::string& flag);
+constexpr EnumNames<CommBackend> enum_names(CommBackend) { return {"auto", "gloo", "nccl"}; }
 
 // Collectives must be called by every rank in the same order with the same tensor layouts (as in
 // any SPMD program). A layout that differs between ranks is detected and reported as an error on

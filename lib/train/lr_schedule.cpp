@@ -8,14 +8,6 @@
 
 namespace rqat::train {
 
-LrDecay parse_lr_decay(const std::string& name, const std::string& flag) {
-  return parse_enum(kLrDecayNames, name, flag);
-}
-
-const char* lr_decay_name(LrDecay decay) {
-  return enum_name(kLrDecayNames, decay).data();
-}
-
 double LrSchedule::at(int64_t step) const {
   if (step < warmup_steps)
     return peak_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);

@@ -10,13 +10,7 @@
 namespace rqat::train {
 
 enum class LrDecay { kConstant, kLinear, kCosine, kCount };
-inline constexpr EnumName<LrDecay> kLrDecayNames[] = {
-    {LrDecay::kConstant, "constant"}, {LrDecay::kLinear, "linear"}, {LrDecay::kCosine, "cosine"}};
-static_assert(enum_table_complete(kLrDecayNames));
-
-// "constant" | "linear" | "cosine"; anything else fails naming `flag` and the choices.
-LrDecay parse_lr_decay(const std::string& name, const std::string& flag);
-const char* lr_decay_name(LrDecay decay);
+constexpr EnumNames<LrDecay> enum_names(LrDecay) { return {"constant", "linear", "cosine"}; }
 
 struct LrSchedule {
   double peak_lr = 1e-5;

@@ -93,10 +93,6 @@ quant::QuantState materialize_fake_quant(model::CausalLM& model, const quant::Qu
   return state;
 }
 
-QuantInit parse_quant_init(const std::string& name, const std::string& flag) {
-  return parse_enum(kQuantInitNames, name, flag);
-}
-
 QuantPlan plan_quantization(const fs::path& model_dir, std::optional<int> bits,
                             const quant::QuantSpec& spec, QuantInit init) {
   QuantPlan plan;

@@ -47,11 +47,7 @@ enum class QuantInit {
   kRtn,         // RTN of the loaded weights with --bits/--group-size/...
   kCount,       // not an initialization
 };
-inline constexpr EnumName<QuantInit> kQuantInitNames[] = {
-    {QuantInit::kAuto, "auto"}, {QuantInit::kQuantState, "state"}, {QuantInit::kRtn, "rtn"}};
-static_assert(enum_table_complete(kQuantInitNames));
-// "auto" | "state" | "rtn"; errors name `flag` and the choices.
-QuantInit parse_quant_init(const std::string& name, const std::string& flag);
+constexpr EnumNames<QuantInit> enum_names(QuantInit) { return {"auto", "state", "rtn"}; }
 // What a student's fake-quantized layers start from, decided before any weight loads: nothing
 // (bits 16), the model directory's quant state, or RTN with `spec` at `bits`. Errors name --bits
 // and --init.

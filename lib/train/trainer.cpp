@@ -12,9 +12,7 @@
 
 namespace rqat::train {
 
-io::Json trainer_fingerprint(const TrainerOptions& options) {
-  return io::settings_json(options);
-}
+io::Json trainer_fingerprint(const TrainerOptions& options) { return io::settings_json(options); }
 namespace fs = std::filesystem;
 
 namespace {
@@ -94,9 +92,7 @@ OptimizerUpdates::Applied OptimizerUpdates::apply(double local_loss) {
   return applied;
 }
 
-void OptimizerUpdates::skip() {
-  next_lr();
-}
+void OptimizerUpdates::skip() { next_lr(); }
 
 Trainer::Trainer(torch::nn::Module& trained, TrainingOptimizer& optimizer,
                  const data::SequenceSet& sequences, Communicator& communicator,

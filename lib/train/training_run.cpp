@@ -88,9 +88,7 @@ std::filesystem::path TrainingRun::checkpoint(int64_t steps_done, io::Json state
   return dir;
 }
 
-bool TrainingRun::stop_requested() {
-  return comm_.any(stop_.requested());
-}
+bool TrainingRun::stop_requested() { return comm_.any(stop_.requested()); }
 
 int TrainingRun::stop_for_signal(int64_t steps_done, int64_t total_steps, io::Json state,
                                  std::ostream& log) {

@@ -60,7 +60,7 @@ void write_samples_jsonl(const std::filesystem::path& path, const EvalRunOptions
       row["correct"] = grade.kind == GradeKind::equal;
       row["grade"] = to_string(grade.kind);
       row["tokens"] = r.token_ids.size();
-      row["finish_reason"] = generation::finish_reason_name(r.finish_reason);
+      row["finish_reason"] = enum_name(r.finish_reason);
       out << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     }
   });
@@ -83,7 +83,7 @@ void write_results_h5(const std::filesystem::path& path, const EvalRunOptions& o
     grade.push_back(to_string(g.kind));
     tokens.push_back(static_cast<int64_t>(r.token_ids.size()));
     truncated.push_back(r.finish_reason == generation::FinishReason::kLength ? 1 : 0);
-    finish_reason.push_back(generation::finish_reason_name(r.finish_reason));
+    finish_reason.emplace_back(enum_name(r.finish_reason));
     extracted.push_back(g.prediction_answer);
     gold.push_back(problem.gold);
     seconds.push_back(r.seconds);
