@@ -144,6 +144,8 @@ TEST_CASE("boxed format: exactly one well-formed box in the answer", "[rewards][
     CHECK(format.score(input(c.completion, "4", /*truncated=*/true)) == 0.0);
   }
   CHECK(BoxedFormatReward(0.25).score(input("\\boxed{1}", "1")) == 0.25);
+  CHECK(BoxedFormatReward(0.25, rqat::rl::FormatRule::kLastBox)
+            .score(input("\\boxed{1} \\boxed{}", "1", true)) == 0.25);
 
   // Linear time on adversarial text: 200k unclosed boxes, one box over 1 MB of open braces.
   std::string many;
@@ -152,6 +154,49 @@ TEST_CASE("boxed format: exactly one well-formed box in the answer", "[rewards][
   const auto start = std::chrono::steady_clock::now();
   CHECK_FALSE(has_single_boxed_answer(many));
   CHECK_FALSE(has_single_boxed_answer(braces));
+  CHECK(seconds_since(start) < 1.0);
+}
+
+TEST_CASE("study A's format rule: the last \\boxed opens a group that closes", "[rewards]") {
+  struct Case {
+    std::string completion;
+    bool expected;
+  };
+  const std::vector<Case> cases = {
+      {"So \\boxed{4}.", true},
+      {"\\boxed{1} or \\boxed{2}", true},  // several boxes: the last one counts
+      {"\\boxed{3} then \\boxed{\\frac{1}{2}} more text", true},  // nested groups, text after
+      {"\\boxed{}", true},                                        // empty content parses
+      {"\\boxed{\\{1\\}}", true},                            // braces counted raw: { { } } closes
+      {"\\boxed{1} and finally \\boxed{2", false},           // the last box is unclosed
+      {"\\boxed 5", false},                                  // no brace group
+      {"\\boxed {7}", false},                                // a space before the group
+      {"\\fbox{4}", false},                                  // \fbox is not \boxed
+      {"The answer is 42.", false},                          // no box
+      {"<think>\\boxed{4}</think>The answer is 4.", false},  // box only in the thinking
+  };
+  const auto reward = make_reward("math_boxed+format_last_box");
+  CHECK(reward->name() == "math_boxed+format_last_box:0.1");
+  for (const auto& c : cases) {
+    INFO(c.completion);
+    CHECK(rqat::rl::last_box_parses(c.completion) == c.expected);
+    // Truncation does not matter to this rule (it does to `format`).
+    for (const bool truncated : {false, true})
+      CHECK(reward->breakdown(input(c.completion, "9", truncated)).parts[1].value ==
+            (c.expected ? 1.0 : 0.0));
+  }
+  // The study's levels: correct and formatted 1.1, formatted 0.1, neither 0.
+  CHECK(reward->score(input("\\boxed{3} no wait \\boxed{4}", "4", /*truncated=*/true)) ==
+        Approx(1.1));
+  CHECK(reward->score(input("\\boxed{}", "4")) == Approx(0.1));
+  CHECK(reward->score(input("It is 4.", "4")) == 0.0);
+
+  // Linear time: 200k boxes, the last one over 1 MB of open braces.
+  std::string many;
+  for (int i = 0; i < 200000; ++i) many += "\\boxed{";
+  many += std::string(1 << 20, '{');
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(rqat::rl::last_box_parses(many));
   CHECK(seconds_since(start) < 1.0);
 }
 
@@ -201,7 +246,8 @@ TEST_CASE("the registry takes user rewards and rejects bad specs naming them",
   rqat::rl::register_reward(
       "length_test", [] { return std::make_unique<LengthPenalty>(); }, 2.0);
   const auto names = rqat::rl::registered_rewards();
-  CHECK(names == std::vector<std::string>{"format", "length_test", "math", "math_boxed"});
+  CHECK(names ==
+        std::vector<std::string>{"format", "format_last_box", "length_test", "math", "math_boxed"});
 
   const auto reward = make_reward("math+length_test");
   CHECK(reward->name() == "math+length_test:2");  // the registry name, not the class's name()
@@ -223,7 +269,7 @@ TEST_CASE("the registry takes user rewards and rejects bad specs naming them",
   require_error([] { make_reward("math+", "--reward"); }, {"'math+'", "empty reward name"});
   require_error([] { make_reward("math+fromat:0.1", "--reward"); },
                 {"--reward 'math+fromat:0.1'", "unknown reward 'fromat'",
-                 "known: format, length_test, math, math_boxed"});
+                 "known: format, format_last_box, length_test, math, math_boxed"});
   require_error([] { make_reward("format:abc", "--reward"); },
                 {"'format:abc'", "weight of 'format'", "'abc'"});
   require_error([] { make_reward("format:", "--reward"); }, {"'format:'", "weight of 'format'"});

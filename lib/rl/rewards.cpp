@@ -52,14 +52,10 @@ std::string_view answer_text_for_grading(std::string_view completion) {
   return text;
 }
 
-bool is_letter(char c) {
-  return std::isalpha(static_cast<unsigned char>(c)) != 0;
-}
+bool is_letter(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
 
 // Shortest text that reads back as the same double, so names round-trip through make_reward.
-std::string weight_text(double w) {
-  return fmt::format("{}", w);
-}
+std::string weight_text(double w) { return fmt::format("{}", w); }
 
 struct RegistryEntry {
   RewardFactory factory;
@@ -79,6 +75,8 @@ class Registry {
     // An indicator weighted 0.1 rather than a 0.1 bonus weighted 1: "format:0.2" then reads as
     // "a bonus of 0.2", and the part's logged value is the share of well-formed answers.
     entries_["format"] = {[] { return std::make_unique<BoxedFormatReward>(1.0); }, 0.1};
+    entries_["format_last_box"] = {
+        [] { return std::make_unique<BoxedFormatReward>(1.0, FormatRule::kLastBox); }, 0.1};
   }
 
   void add(const std::string& name, RewardFactory factory, double default_weight) {
@@ -179,12 +177,34 @@ bool has_single_boxed_answer(std::string_view completion) {
   return !trimmed(text.substr(open + 1, close - open - 1)).empty();
 }
 
-BoxedFormatReward::BoxedFormatReward(double bonus) : bonus_(bonus) {
-  if (!std::isfinite(bonus)) fail("format reward: the bonus must be finite, got {}", bonus);
+bool last_box_parses(std::string_view completion) {
+  constexpr std::string_view kCommand = "\\boxed";
+  const std::string_view text = eval::strip_thinking(completion);
+  const size_t at = text.rfind(kCommand);
+  if (at == std::string_view::npos) return false;
+  const size_t open = at + kCommand.size();
+  if (open >= text.size() || text[open] != '{') return false;
+  int64_t depth = 0;
+  for (size_t i = open; i < text.size(); ++i) {
+    if (text[i] == '{') ++depth;
+    if (text[i] == '}' && --depth == 0) return true;
+  }
+  return false;
+}
+
+BoxedFormatReward::BoxedFormatReward(double bonus, FormatRule rule) : bonus_(bonus), rule_(rule) {
+  if (!std::isfinite(bonus)) fail("{} reward: the bonus must be finite, got {}", name(), bonus);
+}
+
+std::string BoxedFormatReward::name() const {
+  return rule_ == FormatRule::kLastBox ? "format_last_box" : "format";
 }
 
 double BoxedFormatReward::score(const RewardInput& in) const {
-  return !in.truncated && has_single_boxed_answer(in.completion) ? bonus_ : 0.0;
+  const bool formatted = rule_ == FormatRule::kLastBox
+                             ? last_box_parses(in.completion)
+                             : !in.truncated && has_single_boxed_answer(in.completion);
+  return formatted ? bonus_ : 0.0;
 }
 
 CombinedReward::CombinedReward(std::vector<WeightedReward> parts) : parts_(std::move(parts)) {
@@ -210,9 +230,7 @@ std::string CombinedReward::name() const {
   return out;
 }
 
-double CombinedReward::score(const RewardInput& in) const {
-  return breakdown(in).total;
-}
+double CombinedReward::score(const RewardInput& in) const { return breakdown(in).total; }
 
 RewardBreakdown CombinedReward::breakdown(const RewardInput& in) const {
   RewardBreakdown out;
@@ -237,9 +255,7 @@ void register_reward(const std::string& name, RewardFactory factory, double defa
   registry().add(name, std::move(factory), default_weight);
 }
 
-std::vector<std::string> registered_rewards() {
-  return registry().names();
-}
+std::vector<std::string> registered_rewards() { return registry().names(); }
 
 std::unique_ptr<CombinedReward> make_reward(const std::string& spec, const std::string& flag) {
   std::vector<WeightedReward> parts;

@@ -13,10 +13,15 @@
 //   format:     0.1, 1 when the answer part holds exactly one well-formed \boxed{...} (see
 //               has_single_boxed_answer), else 0; with the default weight a bonus of 0.1, so
 //               "math+format" scores {0, 0.1, 1.1} like that study's reward.
+//   format_last_box:
+//               0.1, that study's own format rule (its code's boxed_reward_fn): 1 when the last
+//               \boxed opens a brace group that closes (see last_box_parses), whatever came
+//               before it and whether or not the completion was truncated. Study A's reward is
+//               "math_boxed+format_last_box".
 // A truncated completion (generation hit the length limit) is graded on its text like any other by
 // math / math_boxed; the caller decides whether to mask it out of the loss. It never gets the
-// format bonus: a finished answer is part of the format, and otherwise boxing drafts and running
-// out of tokens would pay.
+// `format` bonus: a finished answer is part of that format, and otherwise boxing drafts and
+// running out of tokens would pay. (format_last_box, the study's rule, does pay it.)
 //
 // Spec strings (make_reward): parts joined by '+', each "name" or "name:weight", e.g. "math",
 // "math+format", "math_boxed+format:0.2", "math+format:0" (logs the format rate, adds nothing).
@@ -89,16 +94,30 @@ class MathCorrectnessReward : public RewardFunction {
 // malformed; two boxes, even both well-formed, are not "exactly one". Linear in the text length.
 bool has_single_boxed_answer(std::string_view completion);
 
-// `bonus` when has_single_boxed_answer(completion) and the completion was not truncated, else 0.
+// Study A's format rule, after the MATH repository's last_boxed_only_string + remove_boxed that
+// its reward calls: in the answer part (after </think>, as above), the last occurrence of
+// "\boxed" is immediately followed by '{', and counting every '{' and '}' from there (no escapes,
+// as that code counts) the group closes. Empty content, earlier boxes (closed or not) and text
+// after the box are all fine; an unclosed last box fails even when an earlier one closed;
+// "\boxed 5", "\boxed {5}" and \fbox{...} fail. Linear in the text length.
+bool last_box_parses(std::string_view completion);
+
+enum class FormatRule {
+  kSingleBox,  // registry "format": has_single_boxed_answer, and the completion was not truncated
+  kLastBox,    // registry "format_last_box" (study A): last_box_parses, truncated or not
+};
+
+// `bonus` when the completion satisfies `rule`, else 0.
 class BoxedFormatReward : public RewardFunction {
  public:
-  explicit BoxedFormatReward(double bonus = 0.1);
-  std::string name() const override { return "format"; }
+  explicit BoxedFormatReward(double bonus = 0.1, FormatRule rule = FormatRule::kSingleBox);
+  std::string name() const override;
   double score(const RewardInput& in) const override;
   double bonus() const { return bonus_; }
 
  private:
   double bonus_;
+  FormatRule rule_;
 };
 
 struct WeightedReward {
