@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "eval/metrics.h"
+#include "eval/sample_summary.h"
 #include "test_util.h"
 
 using rqat::eval::ProblemSamples;
@@ -139,4 +140,30 @@ TEST_CASE("compute_metrics and breakdown", "[metrics]") {
 
   rqat::test::require_error([&] { rqat::eval::compute_metrics(problems, {5}); }, {"k=5", "1..4"});
   CHECK(rqat::eval::compute_metrics({}, {1}).problems == 0);
+}
+
+TEST_CASE("mean reward: per-problem means averaged over problems, only when every sample has one",
+          "[metrics]") {
+  std::vector<ProblemSamples> problems = {problem({true, false}, "A"), problem({false}, "A"),
+                                          problem({true, true, true}, "B")};
+  // Study A's levels: 1.1 correct and formatted, 0.1 formatted, 0 neither.
+  const std::vector<std::vector<double>> rewards = {{1.1, 0.1}, {0.0}, {1.1, 1.1, 0.1}};
+  CHECK_FALSE(rqat::eval::compute_metrics(problems, {1}).reward.has_value());
+  for (std::size_t p = 0; p < problems.size(); ++p)
+    for (std::size_t s = 0; s < rewards[p].size(); ++s)
+      problems[p].samples[s].reward = rewards[p][s];
+  const auto m = rqat::eval::compute_metrics(problems, {1});
+  REQUIRE(m.reward.has_value());
+  const std::vector<double> means = {0.6, 0.0, 2.3 / 3};
+  CHECK(m.reward->mean == Approx((0.6 + 0.0 + 2.3 / 3) / 3));
+  CHECK(m.reward->standard_error ==
+        Approx(rqat::eval::mean_and_standard_error(means).standard_error));
+  const auto json = rqat::eval::metrics_json(m);
+  CHECK(json["mean_reward"].get<double>() == Approx(m.reward->mean));
+  CHECK(json.contains("mean_reward_stderr"));
+  // One sample without a reward: no mean reward (a partial mean would not be the study's score).
+  problems[1].samples[0].reward.reset();
+  CHECK_FALSE(rqat::eval::compute_metrics(problems, {1}).reward.has_value());
+  CHECK_FALSE(
+      rqat::eval::metrics_json(rqat::eval::compute_metrics(problems, {1})).contains("mean_reward"));
 }

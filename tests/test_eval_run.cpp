@@ -3,8 +3,10 @@
 // and be reproduced by `eval-math grade` (regrade_file).
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <sstream>
 
+#include "eval/metrics.h"
 #include "eval/regrade.h"
 #include "eval/run/evaluate.h"
 #include "io/hdf5_columns.h"
@@ -12,6 +14,7 @@
 #include "io/jsonl.h"
 #include "test_util.h"
 #include "tools/model_commands.h"
+#include "tools/sample_reward.h"
 
 using namespace rqat;
 
@@ -80,32 +83,42 @@ std::vector<io::Json> read_jsonl(const std::filesystem::path& path) {
   return rows;
 }
 
-}  // namespace
-
-TEST_CASE("end to end: 20 MATH-500 problems on a tiny model; eval-math grade reproduces it",
-          "[eval_run]") {
+// A run of `limit` MATH-500 problems on a fresh tiny chat model in `dir`; nullopt (after printing
+// SKIPPED) when ../shared/data lacks the Qwen2.5 tokenizer or MATH-500.
+std::optional<eval::EvalRunOptions> tiny_math500_run(const test::TempDir& dir, std::size_t limit,
+                                                     const eval::SamplingOverrides& overrides) {
   const auto shared = test::shared_data_dir();
   const auto tokenizer_dir = shared / "tokenizers" / "qwen2.5";
   const auto math500 = shared / "math500" / "test.jsonl";
   if (!std::filesystem::exists(tokenizer_dir / "vocab.json") || !std::filesystem::exists(math500)) {
     std::puts("SKIPPED: ../shared/data (Qwen2.5 tokenizer, MATH-500) is absent");
-    return;
+    return std::nullopt;
   }
-  test::TempDir dir("eval_run");
   eval::EvalRunOptions options;
   options.model_dir = make_tiny_chat_model(dir, tokenizer_dir);
   options.out_dir = dir / "eval";
   options.benchmark = eval::builtin_benchmark("math500");
   options.data_path = math500;
-  options.limit = 20;
+  options.limit = limit;
+  options.sampling = eval::resolve_sampling("greedy", overrides);
+  options.show_progress = false;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("end to end: 20 MATH-500 problems on a tiny model; eval-math grade reproduces it",
+          "[eval_run]") {
+  test::TempDir dir("eval_run");
   eval::SamplingOverrides overrides;
   overrides.n = 2;
   overrides.temperature = 0.8;
   overrides.max_new_tokens = 12;
   overrides.seed = 5;
-  options.sampling = eval::resolve_sampling("greedy", overrides);
+  auto run = tiny_math500_run(dir, 20, overrides);
+  if (!run) return;
+  auto& options = *run;
   options.engine.max_batch = 8;
-  options.show_progress = false;
   std::ostringstream console;
   const auto summary = eval::run_evaluation(options, console);
   INFO(console.str());
@@ -115,7 +128,7 @@ TEST_CASE("end to end: 20 MATH-500 problems on a tiny model; eval-math grade rep
   // samples.jsonl: 40 lines in (problem, sample) order with every field.
   const auto rows = read_jsonl(options.out_dir / "samples.jsonl");
   REQUIRE(rows.size() == 40);
-  const auto problems = eval::load_benchmark(math500, options.benchmark);
+  const auto problems = eval::load_benchmark(options.data_path, options.benchmark);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
     for (const char* field : {"id", "sample", "prompt", "completion", "extracted", "gold",
@@ -178,6 +191,56 @@ TEST_CASE("end to end: 20 MATH-500 problems on a tiny model; eval-math grade rep
     CHECK(row["grade"] == eval::to_string(verdict.kind));
     CHECK(row["correct"] == (verdict.kind == eval::GradeKind::equal));
   }
+}
+
+TEST_CASE("a configured reward scores every sample; the summary reports its mean", "[eval_run]") {
+  test::TempDir dir("eval_run_reward");
+  eval::SamplingOverrides overrides;
+  overrides.n = 3;
+  overrides.temperature = 1.0;
+  overrides.max_new_tokens = 10;
+  auto run = tiny_math500_run(dir, 5, overrides);
+  if (!run) return;
+  auto& options = *run;
+  // A reward that depends on all three inputs, so that a wrong argument shows.
+  auto toy = [](const std::string& completion, const std::string& gold, bool truncated) {
+    return static_cast<double>((completion.size() + gold.size()) % 7) / 4.0 + (truncated ? 0.5 : 0);
+  };
+  options.reward = {"toy", toy};
+  std::ostringstream console;
+  const auto summary = eval::run_evaluation(options, console);
+  CHECK(console.str().find("mean reward (toy): ") != std::string::npos);
+
+  const auto rows = read_jsonl(options.out_dir / "samples.jsonl");
+  REQUIRE(rows.size() == 15);
+  std::vector<double> problem_means(5, 0.0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const double want =
+        toy(rows[i]["completion"], rows[i]["gold"], rows[i]["finish_reason"] == "length");
+    CHECK(rows[i]["reward"].get<double>() == want);
+    problem_means[i / 3] += want / 3;
+  }
+  const auto expected = eval::mean_and_standard_error(problem_means);
+  REQUIRE(summary.overall.reward.has_value());
+  CHECK(summary.overall.reward->mean == Approx(expected.mean));
+  CHECK(summary.overall.reward->standard_error == Approx(expected.standard_error));
+  const auto json = io::read_json_file(options.out_dir / "summary.json");
+  CHECK(json["metrics"]["reward"] == "toy");
+  CHECK(json["metrics"]["mean_reward"].get<double>() == Approx(expected.mean));
+  const auto h5 = io::Hdf5Columns::read(options.out_dir / "results.h5");
+  const auto& rewards = std::get<std::vector<double>>(h5.columns().at("samples/reward"));
+  REQUIRE(rewards.size() == 15);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    CHECK(rewards[i] == rows[i]["reward"].get<double>());
+}
+
+TEST_CASE("eval-math --reward: a grpo reward spec as the evaluation's score", "[eval_run]") {
+  const auto reward = tools::sample_reward("math_boxed+format_last_box");
+  CHECK(reward.spec == "math_boxed+format_last_box:0.1");
+  CHECK(reward.score("so \\boxed{4}", "4", /*truncated=*/true) == Approx(1.1));
+  CHECK(reward.score("\\boxed{5}", "4", false) == Approx(0.1));
+  CHECK(reward.score("4", "4", false) == 0.0);
+  test::require_error([] { tools::sample_reward("math+nope"); }, {"--reward", "'nope'"});
 }
 
 TEST_CASE("eval run errors name the flag or file", "[eval_run]") {

@@ -102,8 +102,9 @@ Reference reference_loss(const Batch& batch, const GrpoLossOptions& o, bool with
       const double d = rl[k] - nl[k];
       const double k3 = std::exp(d) - d - 1;
       if (with_ref) kl_sum += k3;
-      if (with_ref && o.kl_beta > 0) l += o.kl_beta * k3;
+      // TIS weighs the policy-gradient term only (verl), not the KL penalty.
       if (with_rollout && o.tis_cap > 0) l *= std::min(std::exp(ol[k] - ro[k]), o.tis_cap);
+      if (with_ref && o.kl_beta > 0) l += o.kl_beta * k3;
       row += l;
       ratio_sum += ratio;
       ++n;
@@ -212,6 +213,9 @@ TEST_CASE("group advantages on random groups match a plain loop", "[grpo]") {
     CHECK(degenerate > 0);
     CHECK(degenerate < groups);
   }
+  // The default epsilon is TRL's, 1e-4.
+  CHECK(group_advantages(rewards, g, AdvantageMode::kGroupNormalized).values ==
+        group_advantages(rewards, g, AdvantageMode::kGroupNormalized, 1e-4).values);
   // A group of one has no spread: degenerate, advantage 0.
   const auto single = group_advantages({0.0, 1.0, 0.5}, 1, AdvantageMode::kGroupNormalized);
   CHECK(single.values == std::vector<double>{0, 0, 0});
@@ -428,6 +432,14 @@ TEST_CASE("truncated importance sampling multiplies each token by the capped rat
   options.tis_cap = 5;  // cap inactive: the plain ratios 2 and 0.5
   CHECK(grpo_loss(old, old, mask, adv, options, {}, rollout).loss.item<double>() ==
         Approx(-(2 + 0.5) / 2).margin(1e-14));
+  // With a KL penalty the weight applies to the policy-gradient term only (verl): the reference
+  // log-probs put d = ref - new at -log 2 and 0, so k3 = 1/2 + log 2 - 1 and 0.
+  options.tis_cap = 1.2;
+  options.kl_beta = 0.1;
+  const at::Tensor ref = old - tensor2d({{std::log(2.0), 0.0}});
+  const double k3 = 0.5 + std::log(2.0) - 1.0;
+  CHECK(grpo_loss(old, old, mask, adv, options, ref, rollout).loss.item<double>() ==
+        Approx((-1.2 + 0.1 * k3 - 0.5) / 2).margin(1e-14));
 }
 
 TEST_CASE("k3 is zero for identical policies and equals exp(d) - d - 1", "[grpo][kl]") {

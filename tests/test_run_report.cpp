@@ -254,6 +254,37 @@ TEST_CASE("the report tabulates a run: rows per model, columns per benchmark, st
   }
 }
 
+TEST_CASE("an evaluation scored with a reward shows its mean reward, with a note") {
+  rqat::test::TempDir tmp("run_report_reward");
+  FakeRun run(tmp / "run");
+  // Study A's score on one model; the other model's evaluation has no reward (pass@1).
+  run.add("eval_rl", "eval-math", eval_argv("/models/rl", "math500"), {}, "GRPO");
+  run.summary("eval_rl", "math500", nullptr, 0.25);
+  Json summary = rqat::io::read_json_file(run.dir / "eval_rl" / "summary.json");
+  summary["metrics"]["reward"] = "math_boxed+format_last_box:0.1";
+  summary["metrics"]["mean_reward"] = 0.307;
+  summary["metrics"]["mean_reward_stderr"] = 0.011;
+  rqat::io::write_json_file(run.dir / "eval_rl" / "summary.json", summary);
+  run.log("eval_rl", "done", 1.0);
+  run.add("eval_base", "eval-math", eval_argv("/models/base", "math500"), {}, "base");
+  run.summary("eval_base", "math500", nullptr, 0.125);
+  run.log("eval_base", "done", 1.0);
+  run.write_plan_file();
+
+  const auto report = collect_run_report(run.dir);
+  const auto cells = results_table_cells(report.results);
+  const std::vector<std::vector<std::string>> expected = {
+      {"model", "bits", "math500"}, {"GRPO", "16", pct(0.307)}, {"base", "16", pct(0.125)}};
+  CHECK(cells == expected);
+  REQUIRE(report.results.rows[0].cells[0]);
+  CHECK(report.results.rows[0].cells[0]->pass1_stderr == Approx(0.011));
+  CHECK(report.results.rows[0].cells[0]->reward == "math_boxed+format_last_box:0.1");
+  REQUIRE(report.notes.size() == 1);
+  CHECK(report.notes[0].find("math_boxed+format_last_box:0.1 show the mean reward x 100") !=
+        std::string::npos);
+  CHECK(report.notes[0].find("the other cells are pass@1") != std::string::npos);
+}
+
 TEST_CASE("markdown and CSV escape what would break a cell") {
   const std::vector<std::vector<std::string>> cells = {{"a", "b"}, {"x|y", "say \"hi\", twice"}};
   CHECK(rqat::experiment::markdown_table(cells) ==

@@ -48,6 +48,13 @@ TEST_CASE("learning-rate schedules follow their closed forms", "[lr]") {
   CHECK(s.at(23) == Approx(2e-4));  // the last step reaches the floor
   test::require_error([] { rqat::parse_enum<LrDecay>("step", "--schedule"); },
                       {"--schedule", "step"});
+  // Hugging Face's warmup (TRL's, study A's warmup of 1): update 0 at lr 0, then the same decay.
+  LrSchedule hf = s;
+  hf.warmup_from_zero = true;
+  for (int64_t step = 0; step < 4; ++step) CHECK(hf.at(step) == Approx(2e-3 * step / 4.0));
+  CHECK(hf.at(0) == 0.0);
+  for (int64_t step = 4; step < 24; ++step) CHECK(hf.at(step) == s.at(step));
+
   LrSchedule bad = s;
   bad.min_lr_ratio = 2;
   test::require_error([&] { bad.validate(); }, {"--min-lr-ratio"});

@@ -13,6 +13,7 @@
 #include "eval/run/evaluate.h"
 #include "io/error.h"
 #include "io/manifest.h"
+#include "tools/sample_reward.h"
 
 int main(int argc, char** argv) {
   rqat::io::set_process_args(argc, argv);
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   rqat::eval::SamplingOverrides sampling;
   bool no_chat_template = false, disable_thinking = false, quiet = false;
   int64_t grade_timeout_ms = 2000;
+  std::string reward;
   app.add_option("--model", model_dir, "Model directory to evaluate (Hugging Face layout)");
   app.add_option("--out", out_dir, "Output directory (samples.jsonl, summary.json, results.h5)");
   app.add_option("--benchmark", benchmark,
@@ -65,6 +67,9 @@ int main(int argc, char** argv) {
   rqat::cli::add_engine_flags(app, run.engine);
   app.add_option("--grade-timeout-ms", grade_timeout_ms, "Time limit of one answer comparison")
       ->capture_default_str();
+  app.add_option("--reward", reward,
+                 "Also score each sample with a grpo reward spec and report the mean (e.g. "
+                 "math_boxed+format_last_box, study A's score)");
   app.add_flag("--quiet", quiet, "No progress line");
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
@@ -105,6 +110,7 @@ int main(int argc, char** argv) {
     run.prompt.enable_thinking = !disable_thinking;
     run.sampling = rqat::eval::resolve_sampling(protocol, sampling);
     run.grade.timeout = std::chrono::milliseconds(grade_timeout_ms);
+    if (!reward.empty()) run.reward = rqat::tools::sample_reward(reward);
     run.device = runtime.resolved_device();
     run.dtype = runtime.resolved_dtype();
     runtime.apply_threads();

@@ -69,19 +69,24 @@ Metrics compute_metrics(const std::vector<ProblemSamples>& problems, const std::
     if (k < 1 || static_cast<std::size_t>(k) > fewest)
       fail("metrics: k={} is outside 1..{} (the fewest samples of a problem)", k, fewest);
 
-  std::vector<double> shares;
+  std::vector<double> shares, rewards;
+  bool every_sample_rewarded = true;
   double tokens = 0;
   std::size_t truncated = 0;
   for (const auto& problem : problems) {
     const int n = static_cast<int>(problem.samples.size());
     int c = 0;
+    double reward = 0;
     for (const auto& sample : problem.samples) {
       c += sample.correct ? 1 : 0;
       tokens += static_cast<double>(sample.tokens);
       truncated += sample.truncated ? 1 : 0;
+      every_sample_rewarded = every_sample_rewarded && sample.reward.has_value();
+      reward += sample.reward.value_or(0.0);
     }
     metrics.samples += problem.samples.size();
     shares.push_back(static_cast<double>(c) / n);
+    rewards.push_back(reward / n);
     for (int k : ks) {
       metrics.pass_at_k[k] += pass_at_k(n, c, k);
       metrics.maj_at_k[k] += majority_correct(problem.samples, k) ? 1.0 : 0.0;
@@ -93,6 +98,7 @@ Metrics compute_metrics(const std::vector<ProblemSamples>& problems, const std::
   const MeanAndError pass1 = mean_and_standard_error(shares);
   metrics.pass1 = pass1.mean;
   metrics.pass1_standard_error = pass1.standard_error;
+  if (every_sample_rewarded) metrics.reward = mean_and_standard_error(rewards);
   metrics.mean_tokens = tokens / static_cast<double>(metrics.samples);
   metrics.truncated_share = static_cast<double>(truncated) / static_cast<double>(metrics.samples);
   return metrics;

@@ -17,12 +17,18 @@ struct Sample {
   std::optional<std::string> answer;  // normalized extracted answer; nullopt: none / unparseable
   std::int64_t tokens = 0;            // response length in tokens
   bool truncated = false;             // generation stopped at the length limit
+  std::optional<double> reward;       // a configured reward's score (eval-math --reward)
 };
 
 struct ProblemSamples {
   std::string id;
   std::map<std::string, std::string> tags;  // e.g. {"subject", "Algebra"}, {"level", "3"}
   std::vector<Sample> samples;
+};
+
+struct MeanAndError {
+  double mean = 0;
+  double standard_error = 0;  // sample standard deviation (n-1) / sqrt(n); 0 when n < 2
 };
 
 struct Metrics {
@@ -34,16 +40,15 @@ struct Metrics {
   std::map<int, double> maj_at_k;   // share of problems whose majority answer is correct
   double mean_tokens = 0;           // over all samples
   double truncated_share = 0;       // over all samples
+  // When every sample has a reward: the mean over problems of the per-problem mean reward (the
+  // score study A reports), with its standard error across problems as pass@1's.
+  std::optional<MeanAndError> reward;
 };
 
 // 1 - C(n-c, k) / C(n, k) as a product (no overflow): 1 - prod_{i=n-c+1}^{n} (1 - k/i).
 // Requires 0 <= c <= n and 1 <= k <= n; throws rqat::Error otherwise.
 double pass_at_k(int n, int c, int k);
 
-struct MeanAndError {
-  double mean = 0;
-  double standard_error = 0;  // sample standard deviation (n-1) / sqrt(n); 0 when n < 2
-};
 MeanAndError mean_and_standard_error(const std::vector<double>& values);
 
 // Majority vote over the first k samples' answers: the most frequent answer wins, ties go to the

@@ -34,6 +34,7 @@ std::vector<ProblemSamples> group_by_problem(const std::vector<GradedSample>& sa
       sample.answer = normalize_answer(graded.extracted);
     sample.tokens = graded.tokens;
     sample.truncated = graded.truncated;
+    sample.reward = graded.reward;
     problems[it->second].samples.push_back(std::move(sample));
   }
   return problems;
@@ -77,11 +78,16 @@ nlohmann::ordered_json metrics_json(const Metrics& m) {
   for (const auto& [k, value] : m.maj_at_k) maj[std::to_string(k)] = value;
   json["mean_tokens"] = m.mean_tokens;
   json["truncated_share"] = m.truncated_share;
+  if (m.reward) {
+    json["mean_reward"] = m.reward->mean;
+    json["mean_reward_stderr"] = m.reward->standard_error;
+  }
   return json;
 }
 
 nlohmann::ordered_json summary_json(const EvalSummary& summary) {
   auto json = metrics_json(summary.overall);
+  if (!summary.reward_spec.empty()) json["reward"] = summary.reward_spec;
   json["unparseable"] = summary.unparseable;
   json["timeouts"] = summary.timeouts;
   for (const auto& [tag, values] : summary.by_tag) {
@@ -123,6 +129,9 @@ std::string row(const std::string& name, const Metrics& m, const std::vector<int
 std::string format_summary_table(const EvalSummary& summary, const std::string& title) {
   std::string text = header(summary.ks, "benchmark") + "\n";
   text += row(title, summary.overall, summary.ks) + "\n";
+  if (const auto& reward = summary.overall.reward)
+    text += fmt::format("mean reward ({}): {:.4f} ± {:.4f}\n", summary.reward_spec, reward->mean,
+                        reward->standard_error);
   text += fmt::format("unparseable answers: {}   grading timeouts: {}\n", summary.unparseable,
                       summary.timeouts);
   for (const auto& [tag, values] : summary.by_tag) {

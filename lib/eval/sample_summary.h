@@ -22,7 +22,8 @@ struct GradedSample {
   GradeKind kind = GradeKind::unparseable;
   std::string extracted;  // the prediction's extracted answer ("" when none)
   int64_t tokens = 0;
-  bool truncated = false;  // stopped at the length limit
+  bool truncated = false;        // stopped at the length limit
+  std::optional<double> reward;  // the configured reward's score (eval-math --reward)
 };
 
 struct EvalSummary {
@@ -31,6 +32,7 @@ struct EvalSummary {
   std::size_t unparseable = 0;
   std::size_t timeouts = 0;
   std::vector<int> ks;
+  std::string reward_spec;  // the reward the samples were scored with ("" = none)
 };
 
 // The ks reported for n samples per problem: 1, 2, 4, ... below n, and n.
@@ -41,9 +43,11 @@ std::vector<int> default_ks(int samples_per_problem);
 EvalSummary summarize_samples(const std::vector<GradedSample>& samples, std::vector<int> ks = {});
 
 // {"problems", "samples", "pass@1", "pass@1_stderr", "pass@k": {...}, "maj@k": {...},
-//  "mean_tokens", "truncated_share"} for one Metrics.
+//  "mean_tokens", "truncated_share"} for one Metrics, and "mean_reward", "mean_reward_stderr"
+// when the samples were scored with a reward.
 nlohmann::ordered_json metrics_json(const Metrics& metrics);
-// metrics_json(overall) plus "unparseable", "timeouts" and "by_<tag>": {value: metrics_json}.
+// metrics_json(overall) plus "reward" (the spec, when scored), "unparseable", "timeouts" and
+// "by_<tag>": {value: metrics_json}.
 nlohmann::ordered_json summary_json(const EvalSummary& summary);
 
 // Console tables: the overall row (title, problems, samples, pass@1 ± stderr in percent, pass@k,

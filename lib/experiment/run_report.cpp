@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "io/atomic_file.h"
 #include "io/error.h"
@@ -229,9 +230,13 @@ EvalFacts eval_facts(const ExperimentPlan& plan, const fs::path& run_dir, const 
     if (metrics == summary.end() || !metrics->is_object() || !metrics->contains("pass@1") ||
         !(*metrics)["pass@1"].is_number())
       fail("{}: metrics.pass@1 must be a number", summary_path.string());
-    facts.cell.pass1 = (*metrics)["pass@1"].get<double>();
-    if (metrics->contains("pass@1_stderr") && (*metrics)["pass@1_stderr"].is_number())
-      facts.cell.pass1_stderr = (*metrics)["pass@1_stderr"].get<double>();
+    // Study A's score: the mean reward, when the evaluation was scored with one.
+    const bool rewarded = metrics->contains("mean_reward") && (*metrics)["mean_reward"].is_number();
+    const std::string key = rewarded ? "mean_reward" : "pass@1";
+    facts.cell.pass1 = (*metrics)[key].get<double>();
+    if (metrics->contains(key + "_stderr") && (*metrics)[key + "_stderr"].is_number())
+      facts.cell.pass1_stderr = (*metrics)[key + "_stderr"].get<double>();
+    if (rewarded) facts.cell.reward = metrics->value("reward", std::string("a reward"));
     return facts;
   }
   // Finished without a summary.json: the outputs were tampered with; say so in the cell.
@@ -285,6 +290,21 @@ ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
     if (row->bits == "?") row->bits = facts.bits;
     row->cells[col] = facts.cell;
   }
+  std::set<std::string> rewards;
+  bool plain = false;
+  for (const auto& row : table.rows)
+    for (const auto& cell : row.cells)
+      if (cell && cell->pass1) {
+        if (cell->reward.empty())
+          plain = true;
+        else
+          rewards.insert(cell->reward);
+      }
+  for (const auto& reward : rewards)
+    notes.push_back(
+        fmt::format("results scored with reward {} show the mean reward x 100 (its pass@1 is in "
+                    "summary.json){}",
+                    reward, plain ? "; the other cells are pass@1" : ""));
   return table;
 }
 

@@ -32,10 +32,13 @@ struct StageReport {
 
 // One benchmark result of a results row: an eval-math instance.
 struct ResultCell {
-  std::string instance;                // the eval-math instance id
-  std::string status;                  // the instance's StageReport::status
-  std::optional<double> pass1;         // share in [0, 1], from summary.json; none when not run
-  std::optional<double> pass1_stderr;  // share
+  std::string instance;  // the eval-math instance id
+  std::string status;    // the instance's StageReport::status
+  // pass@1 as a share in [0, 1] from summary.json (none when not run); or, when the evaluation
+  // scored its samples with a reward (eval-math --reward), the mean reward instead.
+  std::optional<double> pass1;
+  std::optional<double> pass1_stderr;
+  std::string reward;  // the reward spec when pass1 holds a mean reward, else ""
 };
 
 struct ResultRow {

@@ -169,6 +169,12 @@ GrpoLoss grpo_loss(const at::Tensor& new_logp, const at::Tensor& old_logp, const
   out.mean_ratio = torch::where(any, (ratio.detach() * weight).sum().to(at::kDouble) / tokens,
                                 torch::ones_like(zero64));
   out.kl = zero64;
+  // Truncated importance sampling weighs the policy-gradient term only, as verl does: the KL
+  // penalty is a regularizer toward the reference, not an estimate the rollout engine biases.
+  if (options.tis_cap > 0) {
+    const at::Tensor rollout = rollout_logp.detach().to(dtype);
+    per_token = per_token * torch::where(on, old - rollout, zero).exp().clamp_max(options.tis_cap);
+  }
 
   if (ref_logp.defined()) {
     const at::Tensor ref = ref_logp.detach().to(dtype);
@@ -176,12 +182,6 @@ GrpoLoss grpo_loss(const at::Tensor& new_logp, const at::Tensor& old_logp, const
     const at::Tensor k3 = torch::expm1(d) - d;
     out.kl = (k3.detach() * weight).sum().to(at::kDouble) / denominator;
     if (options.kl_beta > 0) per_token = per_token + options.kl_beta * k3;
-  }
-  if (options.tis_cap > 0) {
-    const at::Tensor rollout = rollout_logp.detach().to(dtype);
-    const at::Tensor is_weight =
-        torch::where(on, old - rollout, zero).exp().clamp_max(options.tis_cap);
-    per_token = per_token * is_weight;
   }
   per_token = torch::where(on, per_token, zero);
 

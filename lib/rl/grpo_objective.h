@@ -5,8 +5,9 @@
 //
 // Advantages. Each prompt gets a group of G sampled completions with rewards r_1..r_G.
 //   GRPO (DeepSeekMath, Shao et al. 2024, "outcome supervision"): A_i = (r_i - mean) / (std + eps),
-//     std being the SAMPLE standard deviation sqrt(sum (r_j - mean)^2 / (G - 1)) as TRL's
-//     GRPOTrainer computes it (torch.std is unbiased by default), so advantages match TRL's.
+//     eps 1e-4 as TRL's, std being the SAMPLE standard deviation sqrt(sum (r_j - mean)^2 / (G - 1))
+//     as TRL's GRPOTrainer computes it (torch.std is unbiased by default), so advantages match
+//     TRL's.
 //   Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training"): A_i = r_i - mean; dividing
 //     by the std weights easy and hard prompts (low std) more than the rest, a bias it removes.
 // A group whose rewards are all exactly equal carries no learning signal: its advantages are
@@ -18,7 +19,7 @@
 // Schulman et al. 2017, as GRPO uses it):
 //   ratio = exp(new_logp - old_logp)
 //   pg    = -min(ratio * A_i, clip(ratio, 1 - clip_low, 1 + clip_high) * A_i)
-//   l_it  = w_it * (pg + kl_beta * k3_it)
+//   l_it  = w_it * pg + kl_beta * k3_it
 // k3 (Schulman's "approximating KL divergence" note, as GRPO writes its KL term): with
 // d = ref_logp - new_logp, k3 = exp(d) - d - 1, an unbiased, always non-negative per-sample
 // estimate of KL(pi || ref) for tokens sampled from pi. The gradient flows through new_logp.
@@ -27,8 +28,8 @@
 // w_it is 1, or with tis_cap > 0 truncated importance sampling (Yao et al. 2025, "Your efficient
 // RL framework secretly brings you off-policy RL training"): w = min(exp(old_logp -
 // rollout_logp), tis_cap), detached, correcting for the rollout engine sampling from a slightly
-// different distribution than the training forward computes. It multiplies the whole per-token
-// loss (KL term included), since both terms are expectations over the same sampled tokens.
+// different distribution than the training forward computes. It weighs the policy-gradient term
+// only, as verl does (the KL penalty is left as is).
 // Where the min picks the clipped term (A > 0 and ratio > 1 + clip_high, or A < 0 and ratio <
 // 1 - clip_low) the token's policy-gradient term is a constant: its gradient is exactly 0.
 //
@@ -84,7 +85,7 @@ struct Advantages {
 // [g * group_size, (g + 1) * group_size)). Fails on group_size < 1, a size that is not a multiple
 // of group_size, a non-finite reward or eps < 0.
 Advantages group_advantages(const std::vector<double>& rewards, int64_t group_size,
-                            AdvantageMode mode, double eps = 1e-6);
+                            AdvantageMode mode, double eps = 1e-4);
 
 struct GrpoLossOptions {
   double clip_low = 0.2;   // ratio clipped below at 1 - clip_low, in [0, 1]

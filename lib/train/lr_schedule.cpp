@@ -10,7 +10,8 @@ namespace rqat::train {
 
 double LrSchedule::at(int64_t step) const {
   if (step < warmup_steps)
-    return peak_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+    return peak_lr * static_cast<double>(warmup_from_zero ? step : step + 1) /
+           static_cast<double>(warmup_steps);
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps - 1);
   const double progress = std::clamp(
       static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps), 0.0, 1.0);

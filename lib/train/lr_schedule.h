@@ -18,10 +18,14 @@ struct LrSchedule {
   int64_t total_steps = 1;
   LrDecay decay = LrDecay::kCosine;
   double min_lr_ratio = 0.0;  // the decay ends at min_lr_ratio * peak_lr
+  // Hugging Face's warmup (get_*_schedule_with_warmup, hence TRL): peak * step / warmup_steps,
+  // so update 0 has learning rate 0. A reproduction of a TRL run sets it (--warmup-from-zero).
+  bool warmup_from_zero = false;
 
   // Learning rate of the update made at `step` (0-based). Warmup rises linearly as
   // peak * (step + 1) / warmup_steps, so the first update already moves the weights (a schedule
-  // that starts at 0, as transformers' does, spends its first step on nothing). After warmup,
+  // that starts at 0, as transformers' does, spends its first step on nothing; warmup_from_zero
+  // gives that one: peak * step / warmup_steps). After warmup,
   // progress p = (step - warmup) / max(1, total - warmup - 1) runs from 0 to 1 at the last step:
   //   constant: peak;  linear: peak (1 - (1 - r) p);  cosine: peak (r + (1 - r)(1 + cos(pi p))/2).
   double at(int64_t step) const;

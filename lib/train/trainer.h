@@ -74,6 +74,8 @@ struct TrainerOptions {
     v.value(self.seed, "seed", "Data order (and sampling) seed");
     v.value(self.lr.peak_lr, "lr", "Peak learning rate");
     v.value(self.lr.warmup_steps, "warmup-steps", "Linear warmup (optimizer updates)");
+    v.value(self.lr.warmup_from_zero, "warmup-from-zero",
+            "Warmup as Hugging Face/TRL: the first update at learning rate 0");
     v.value(self.lr.decay, "schedule", "constant, linear or cosine decay after the warmup");
     v.value(self.lr.min_lr_ratio, "min-lr-ratio", "Final learning rate / peak");
     v.value(self.adamw.weight_decay, "weight-decay", "AdamW decay (weight matrices only)");

@@ -30,6 +30,9 @@ SHRINK = ["--set", "qat_steps=40", "--set", "rl_steps=2", "--set", "threads=1",
           "--set", "stages.qat.args.log-every=2", "--set", "stages.qat.args.eval-every=0",
           "--set", "stages.qat.args.eval-benchmark-limit=8", "--set", "stages.grpo.args.eval-benchmark-limit=8",
           "--set", "stages.grpo.args.prompts-per-step=4", "--set", "stages.grpo.args.num-generations=4",
+          "--set", "stages.grpo_no_kd.args.eval-benchmark-limit=8",
+          "--set", "stages.grpo_no_kd.args.prompts-per-step=4",
+          "--set", "stages.grpo_no_kd.args.num-generations=4",
           "--set", "stages.ptq.args.calib-samples=32"]
 
 
@@ -47,6 +50,8 @@ def test_tiny_reproduction_runs_resumes_and_reports(tmp_path):
     assert len([i for i in ids if i.startswith("qat.")]) == 8
     assert sorted(i for i in ids if i.startswith("grpo.")) == sorted(
         f"grpo.bits-{b}.init-{m}.objective-kd" for b in (2, 3) for m in ("rtn", "gptq"))
+    # The control arm (no KD) runs once per PTQ model, shared by both objectives like ptq.
+    assert len([i for i in ids if i.startswith("grpo_no_kd.")]) == 4
 
     # Interrupt the runner while the first QAT stage trains.
     proc = subprocess.Popen([RQAT_BIN, "run", str(EXPERIMENT), "--run-dir", str(run_dir), *SHRINK],
@@ -81,7 +86,7 @@ def test_tiny_reproduction_runs_resumes_and_reports(tmp_path):
 
     report = subprocess.run([RQAT_BIN, "report", str(run_dir)], capture_output=True, text=True, check=True).stdout
     for label in ["teacher (full precision)", "rtn W2G32", "gptq W3G32 + kd", "rtn W2G32 + sft",
-                  "gptq W2G32 + kd + GRPO"]:
+                  "gptq W2G32 + kd + GRPO", "gptq W2G32 + GRPO (no KD)"]:
         assert f"| {label} |" in report, report
     assert (run_dir / "report.csv").exists() and (run_dir / "stages.csv").exists()
 

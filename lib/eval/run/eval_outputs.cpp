@@ -61,6 +61,7 @@ void write_samples_jsonl(const std::filesystem::path& path, const EvalRunOptions
       row["grade"] = to_string(grade.kind);
       row["tokens"] = r.token_ids.size();
       row["finish_reason"] = enum_name(r.finish_reason);
+      if (records.rewards) row["reward"] = (*records.rewards)[i];
       out << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     }
   });
@@ -100,6 +101,7 @@ void write_results_h5(const std::filesystem::path& path, const EvalRunOptions& o
   h5.add("samples/extracted", std::move(extracted));
   h5.add("samples/gold", std::move(gold));
   h5.add("samples/seconds", std::move(seconds));
+  if (records.rewards) h5.add("samples/reward", std::vector<double>(*records.rewards));
   h5.set_attribute("tool", "eval-math");
   h5.set_attribute("benchmark", options.benchmark.name);
   h5.set_attribute("model", options.model_dir.string());
@@ -122,6 +124,7 @@ std::vector<GradedSample> graded_samples(const EvalRecords& records) {
     s.extracted = (*records.grades)[i].prediction_answer;
     s.tokens = static_cast<int64_t>(r.token_ids.size());
     s.truncated = r.finish_reason == generation::FinishReason::kLength;
+    if (records.rewards) s.reward = (*records.rewards)[i];
     graded.push_back(std::move(s));
   }
   return graded;

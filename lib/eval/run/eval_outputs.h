@@ -24,6 +24,7 @@ struct EvalRecords {
   const std::vector<std::string>* prompts = nullptr;  // one per problem
   const std::vector<generation::GenerationResult>* results = nullptr;
   const std::vector<GradeResult>* grades = nullptr;
+  const std::vector<double>* rewards = nullptr;  // parallel to results, when a reward is set
   double generation_seconds = 0;
   int64_t generated_tokens = 0;
   double grading_seconds = 0;

@@ -131,8 +131,17 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   records.generation_seconds = engine.stats().seconds;
   records.generated_tokens = engine.stats().generated_tokens;
   records.grading_seconds = grading_seconds;
+  std::vector<double> rewards;
+  if (options.reward.score) {
+    rewards.reserve(results.size());
+    for (const auto& r : results)
+      rewards.push_back(options.reward.score(r.text, problems[r.request_index].gold,
+                                             r.finish_reason == generation::FinishReason::kLength));
+    records.rewards = &rewards;
+  }
   std::vector<GradedSample> graded = graded_samples(records);
-  const EvalSummary summary = summarize_samples(graded, options.ks);
+  EvalSummary summary = summarize_samples(graded, options.ks);
+  if (options.reward.score) summary.reward_spec = options.reward.spec;
   write_eval_outputs(options, records, summary);
 
   out << format_summary_table(summary, options.benchmark.name);

@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -35,6 +36,15 @@ struct PromptOptions {
   bool enable_thinking = true;                    // Qwen3 enable_thinking
 };
 
+// A score of each sample besides correctness, e.g. study A's reward (correct boxed answer + 0.1
+// for the format). eval sits below rl, so the caller supplies it (eval-math --reward builds it
+// from rl::make_reward); score() is called from one thread.
+struct SampleReward {
+  std::string spec;  // its name in summaries ("" = no reward)
+  std::function<double(const std::string& completion, const std::string& gold, bool truncated)>
+      score;
+};
+
 struct EvalRunOptions {
   std::filesystem::path model_dir;
   std::filesystem::path out_dir;
@@ -47,6 +57,7 @@ struct EvalRunOptions {
   generation::EngineOptions engine;  // batch size and KV budget (show_progress is set below)
   unsigned grade_threads = 0;        // 0: all cores
   GradeOptions grade;
+  SampleReward reward;  // none by default
   at::ScalarType dtype = at::kFloat;
   c10::Device device = c10::kCPU;
   bool show_progress = true;

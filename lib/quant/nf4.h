@@ -1,0 +1,55 @@
+// NF4, QLoRA's 4-bit NormalFloat (Dettmers et al. 2023, and bitsandbytes' quant_type "nf4"): 16
+// levels at quantiles of a standard normal, rescaled to [-1, 1] with an exact 0, for weights that
+// are roughly normal. The weight is cut into blocks of `block_size` consecutive elements
+// (row-major, the last block possibly shorter); each block is divided by its absmax and every value
+// becomes the index of its nearest level. Dequantized: level[code] * absmax.
+//
+// Storage as bitsandbytes keeps it: two codes per byte, the first element in the high nibble,
+// absmax in float32 (one per block). Double quantization of the absmax values is not here yet.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace rqat::quant {
+
+// The published NF4 levels (QLoRA, appendix E; bitsandbytes' NF4 table), ascending; index 7 is 0.
+inline constexpr std::array<float, 16> kNf4Levels = {-1.0f,
+                                                     -0.6961928009986877f,
+                                                     -0.5250730514526367f,
+                                                     -0.39491748809814453f,
+                                                     -0.28444138169288635f,
+                                                     -0.18477343022823334f,
+                                                     -0.09105003625154495f,
+                                                     0.0f,
+                                                     0.07958029955625534f,
+                                                     0.16093020141124725f,
+                                                     0.24611230194568634f,
+                                                     0.33791524171829224f,
+                                                     0.44070982933044434f,
+                                                     0.5626170039176941f,
+                                                     0.7229568362236023f,
+                                                     1.0f};
+
+struct Nf4Weight {
+  at::Tensor packed;  // uint8 (ceil(numel / 2)): codes 2i (high nibble) and 2i+1 (low nibble)
+  at::Tensor absmax;  // float32 (ceil(numel / block_size)): each block's max |w|
+  std::vector<int64_t> shape;
+  int64_t block_size = 64;
+};
+
+// w: any shape, any float dtype, finite (computed in float32 on w's device). A value exactly
+// between two levels takes the lower one; an all-zero block has absmax 0 and decodes to zeros.
+// Throws rqat::Error for block_size < 2 or odd, an empty or non-finite w.
+Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size = 64);
+
+// The codes, one uint8 in [0, 16) per element, in w's shape.
+at::Tensor nf4_codes(const Nf4Weight& q);
+
+// level[code] * absmax in `dtype` (float32 arithmetic), in w's shape.
+at::Tensor nf4_dequantize(const Nf4Weight& q, at::ScalarType dtype = at::kFloat);
+
+}  // namespace rqat::quant
