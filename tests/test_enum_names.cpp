@@ -117,7 +117,7 @@ TEST_CASE("bad enum values fail with one message form naming the flag, the text 
   CHECK(error_of([] { parse_enum<quant::ScaleMode>("x", "--scale-mode"); }) ==
         "--scale-mode: unknown value 'x' (expected frozen, lsq or clip)");
   CHECK(error_of([] { parse_enum<quant::PtqMethod>("smoothquant", "--method"); }) ==
-        "--method: unknown value 'smoothquant' (expected rtn, gptq or awq)");
+        "--method: unknown value 'smoothquant' (expected rtn, gptq, awq or nf4)");
   CHECK(error_of([] { parse_enum<quant::GptqFormat>("marlin", "c.json:checkpoint_format"); }) ==
         "c.json:checkpoint_format: unknown value 'marlin' (expected gptq or gptq_v2)");
   // One spelling of the whole-file split, the one the flags document.

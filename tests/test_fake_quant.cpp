@@ -3,12 +3,15 @@
 // case, and rejects bad shapes. The fused frozen-scale STE kernels (ops/fake_quant_ste.h) equal
 // the ATen composite they replace and a plain per-element loop bit for bit, forward and backward,
 // with act-order g_idx and weights placed exactly at rounding ties and at the edges of the range.
+// Dynamic per-tensor activation quantization equals its plain loop and both of its gradients
+// their closed forms.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
 #include <limits>
 
+#include "ops/dynamic_fake_quant.h"
 #include "ops/fake_quant.h"
 #include "ops/fake_quant_ste.h"
 #include "test_util.h"
@@ -296,4 +299,89 @@ TEST_CASE("fake quant ste: bad arguments are one-line errors") {
         fake_quantize_ste_backward(at::randn({4, 7}), w, s, z, ok, 15);
       },
       {"gradient"});
+}
+
+// --- Dynamic per-tensor activation fake quantization (study A's output hook).
+
+namespace {
+
+// d<g, out>/dx by autograd (x's gradient is reset first).
+at::Tensor gradient(const at::Tensor& out, at::Tensor& x, const at::Tensor& g) {
+  if (x.grad().defined()) x.mutable_grad().zero_();
+  out.backward(g);
+  return x.grad().clone();
+}
+
+}  // namespace
+
+TEST_CASE("dynamic per-tensor fake quant: forward equals the plain loop, bit for bit") {
+  using rqat::ops::ActivationQuantGrad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(41);
+  for (int bits : {8, 4, 2}) {
+    for (auto grad : {ActivationQuantGrad::kReference, ActivationQuantGrad::kSte}) {
+      INFO("bits " << bits << " grad " << rqat::enum_name(grad));
+      auto y = at::randn({3, 5, 7}, gen) * 3;
+      const auto out = rqat::ops::fake_quantize_dynamic_per_tensor(y, bits, grad);
+      CHECK(at::equal(out, rqat::ops::fake_quantize_dynamic_per_tensor_ref(y, bits)));
+      // At most half a step from y, the step max|y| / qmax (no value is clamped).
+      const double step = y.abs().max().item<double>() / ((1 << (bits - 1)) - 1);
+      CHECK((out - y).abs().max().item<double>() <= step / 2 * (1 + 1e-6));
+      // bfloat16 in, bfloat16 out, computed in float32.
+      const auto half = y.to(at::kBFloat16);
+      CHECK(
+          at::equal(rqat::ops::fake_quantize_dynamic_per_tensor(half, bits, grad),
+                    rqat::ops::fake_quantize_dynamic_per_tensor_ref(half, bits).to(at::kBFloat16)));
+    }
+  }
+  // 8 bits by hand: max|y| = 2.54, s = 0.02: 1.0 -> 50, -2.54 -> -127, 0.013 -> round(0.65) = 1.
+  auto y = at::tensor({1.0f, -2.54f, 0.013f});
+  const auto out = rqat::ops::fake_quantize_dynamic_per_tensor(y, 8, ActivationQuantGrad::kSte);
+  const float s = 2.54f / 127;
+  CHECK(at::equal(out, at::tensor({50 * s, -127 * s, 1 * s})));
+  // An all-zero tensor stays zero (no 0 / 0).
+  CHECK(at::equal(rqat::ops::fake_quantize_dynamic_per_tensor(at::zeros({4}), 8,
+                                                              ActivationQuantGrad::kReference),
+                  at::zeros({4})));
+  rqat::test::require_error(
+      [] {
+        rqat::ops::fake_quantize_dynamic_per_tensor(at::ones({2}), 9, ActivationQuantGrad::kSte);
+      },
+      {"bits = 9"});
+}
+
+TEST_CASE("dynamic per-tensor fake quant: both gradients against their closed forms") {
+  using rqat::ops::ActivationQuantGrad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(42);
+  const int bits = 8;
+  const double qmax = 127;
+  for (int trial = 0; trial < 5; ++trial) {
+    auto y = (at::randn({4, 6}, gen) * 2).to(at::kDouble).requires_grad_(true);
+    auto g = at::randn({4, 6}, gen).to(at::kDouble);
+    // Reference: only the largest |y| gets a gradient, sign(y_k) / qmax * sum_i g_i code_i.
+    auto out =
+        rqat::ops::fake_quantize_dynamic_per_tensor(y, bits, ActivationQuantGrad::kReference);
+    const auto grad = gradient(out, y, g);
+    const auto yd = y.detach();
+    const int64_t k = yd.abs().flatten().argmax().item<int64_t>();
+    const double s = yd.abs().max().item<double>() / qmax;
+    const auto codes = at::clamp(at::round(yd / s), -qmax - 1, qmax);
+    const double expected_k =
+        (yd.flatten()[k].item<double>() > 0 ? 1.0 : -1.0) / qmax * (g * codes).sum().item<double>();
+    auto expected = at::zeros({24}, at::kDouble);
+    expected[k] = expected_k;
+    CHECK(at::allclose(grad.flatten(), expected, 1e-12, 1e-12));
+    // STE: the gradient passes unchanged.
+    auto ste = rqat::ops::fake_quantize_dynamic_per_tensor(y, bits, ActivationQuantGrad::kSte);
+    CHECK(at::equal(gradient(ste, y, g), g));
+  }
+  // Ties of the largest |y| share the gradient evenly (torch's max backward).
+  auto y = at::tensor({1.0, -1.0, 0.25}, at::kDouble).requires_grad_(true);
+  auto g = at::tensor({0.5, 2.0, -4.0}, at::kDouble);
+  auto out = rqat::ops::fake_quantize_dynamic_per_tensor(y, bits, ActivationQuantGrad::kReference);
+  const auto grad = gradient(out, y, g);
+  // codes 127, -127, round(31.75) = 32: sum g code = 63.5 - 254 - 128 = -318.5
+  const double total = -318.5 / qmax;
+  CHECK(grad[0].item<double>() == Approx(total / 2).epsilon(1e-12));
+  CHECK(grad[1].item<double>() == Approx(-total / 2).epsilon(1e-12));
+  CHECK(grad[2].item<double>() == 0.0);
 }

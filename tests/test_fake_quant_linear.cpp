@@ -13,7 +13,9 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/dynamic_fake_quant.h"
 #include "quant/fake_quant_linear.h"
+#include "quant/output_quant_linear.h"
 #include "quant/rtn.h"
 #include "test_util.h"
 
@@ -516,4 +518,54 @@ TEST_CASE("fake quant linear: bad arguments give one-line errors") {
   require_error(
       [&] { rqat::quant::fake_quantize_ste(w, q.scales, q.zeros, q.g_idx.narrow(0, 0, 5), 4); },
       {"fake_quantize_ste", "g_idx"});
+}
+
+TEST_CASE("output quant: every linear output fake-quantized, names and parameters unchanged") {
+  using rqat::quant::OutputQuantOptions;
+  auto model = rqat::test::random_tiny_model(rqat::model::Family::kQwen3, /*tied=*/false, 51);
+  std::vector<std::string> names_before;
+  std::vector<at::Tensor> params_before;
+  for (const auto& item : model->named_parameters(true)) {
+    names_before.push_back(item.key());
+    params_before.push_back(item.value());
+  }
+  auto ids = at::randint(model->config().vocab_size, {2, 6},
+                         at::make_generator<at::CPUGeneratorImpl>(52), at::kLong);
+  const at::Tensor plain = model->forward(ids).detach();
+
+  OutputQuantOptions options;
+  options.bits = 8;
+  const auto wrapped = rqat::quant::attach_output_quant(*model, options);
+  const auto slots = model->linear_layers(true);
+  CHECK(wrapped.size() == slots.size());
+  CHECK(wrapped.back() == "lm_head");
+  // Same parameter names, the same tensors (the optimizer and checkpoints see no difference).
+  size_t i = 0;
+  for (const auto& item : model->named_parameters(true)) {
+    REQUIRE(i < names_before.size());
+    CHECK(item.key() == names_before[i]);
+    CHECK(item.value().is_same(params_before[i]));
+    ++i;
+  }
+  CHECK(i == names_before.size());
+  // A wrapped layer returns its inner layer's output, quantized per tensor.
+  auto layer = std::dynamic_pointer_cast<rqat::quant::OutputQuantLinear>(*slots[0].layer);
+  REQUIRE(layer);
+  auto x = at::randn({2, 3, layer->in_features()}, at::make_generator<at::CPUGeneratorImpl>(53));
+  CHECK(at::equal(layer->forward(x),
+                  rqat::ops::fake_quantize_dynamic_per_tensor_ref(layer->inner()->forward(x), 8)));
+  // The logits change (8-bit outputs everywhere), but not by much.
+  const at::Tensor quantized = model->forward(ids).detach();
+  CHECK_FALSE(at::equal(quantized, plain));
+  CHECK((quantized - plain).abs().max().item<float>() < 0.1 * plain.abs().max().item<float>());
+  // Removed, the model computes as before.
+  rqat::quant::remove_output_quant(*model);
+  for (const auto& slot : model->linear_layers(true))
+    CHECK_FALSE(std::dynamic_pointer_cast<rqat::quant::OutputQuantLinear>(*slot.layer));
+  CHECK(at::equal(model->forward(ids).detach(), plain));
+  // Off by default; bad widths are one-line errors naming the flag.
+  CHECK(rqat::quant::attach_output_quant(*model, OutputQuantOptions{}).empty());
+  options.bits = 1;
+  rqat::test::require_error([&] { rqat::quant::attach_output_quant(*model, options); },
+                            {"--output-quant-bits", "1"});
 }

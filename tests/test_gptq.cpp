@@ -246,6 +246,8 @@ TEST_CASE("gptq: matches the column-by-column published algorithm") {
     options.act_order = c.act_order;
     options.static_groups = c.static_groups;
     options.return_output = true;
+    // The paper's algorithm: group ranges from the fully updated weights.
+    options.group_params = rqat::quant::GptqGroupParams::kUpdated;
     GptqReport report;
     const QuantizedWeight q = gptq_quantize(w, h.clone(), spec, options, &report);
     q.validate("gptq");
@@ -267,6 +269,151 @@ TEST_CASE("gptq: matches the column-by-column published algorithm") {
     // Dead inputs: their weights are zero after quantization.
     for (int i = 0; i < c.dead; ++i)
       CHECK(q.dequantize().select(1, 7 + 11 * i).abs().max().item<float>() == 0);
+  }
+}
+
+namespace {
+
+// IST-DASLab's GPTQ.fasterquant (the code GPTQModel and AutoGPTQ keep), ported tensor operation
+// for tensor operation to LibTorch, with its min-max quantizer (asymmetric, weight=True) written
+// out: the reference that GptqGroupParams::kLazy must reproduce. Returns Q in the original
+// column order. Groups of dynamic parameters only (no static_groups), as the study's GPTQ runs.
+at::Tensor fasterquant_port(const at::Tensor& weight, const at::Tensor& hessian, int bits,
+                            int64_t groupsize, int64_t blocksize, double percdamp, bool actorder) {
+  const double maxq = (1 << bits) - 1;
+  at::Tensor scale, zero;
+  auto find_params = [&](const at::Tensor& x) {
+    auto xmin = at::minimum(std::get<0>(x.min(1)), at::zeros({x.size(0)}));
+    auto xmax = at::maximum(std::get<0>(x.max(1)), at::zeros({x.size(0)}));
+    auto both_zero = (xmin == 0).logical_and(xmax == 0);
+    xmin.masked_fill_(both_zero, -1);
+    xmax.masked_fill_(both_zero, 1);
+    scale = ((xmax - xmin) / maxq).unsqueeze(1);
+    zero = at::round(-xmin.unsqueeze(1) / scale);
+  };
+  auto quantize = [&](const at::Tensor& x) {
+    auto q = at::clamp(at::round(x / scale) + zero, 0, maxq);
+    return scale * (q - zero);
+  };
+  at::Tensor W = weight.to(at::kFloat).clone();
+  const int64_t columns = W.size(1);
+  find_params(W);  // per-channel parameters, before the dead columns are zeroed
+  at::Tensor H = hessian.to(at::kFloat).clone();
+  auto dead = H.diagonal() == 0;
+  H.diagonal().masked_fill_(dead, 1);
+  W.masked_fill_(dead.unsqueeze(0), 0);
+  at::Tensor perm;
+  if (actorder) {
+    perm = at::argsort(H.diagonal(), /*stable=*/true, 0, /*descending=*/true);
+    W = W.index_select(1, perm);
+    H = H.index_select(0, perm).index_select(1, perm);
+  }
+  auto damp = at::mean(H.diagonal()) * percdamp;
+  H.diagonal().add_(damp);
+  H = at::linalg_cholesky(H);
+  H = at::cholesky_inverse(H);
+  H = at::linalg_cholesky(H, /*upper=*/true);
+  const at::Tensor Hinv = H;
+  at::Tensor Q = at::zeros_like(W);
+  for (int64_t i1 = 0; i1 < columns; i1 += blocksize) {
+    const int64_t i2 = std::min(i1 + blocksize, columns), count = i2 - i1;
+    at::Tensor W1 = W.slice(1, i1, i2).clone();
+    at::Tensor Q1 = at::zeros_like(W1), Err1 = at::zeros_like(W1);
+    at::Tensor Hinv1 = Hinv.slice(0, i1, i2).slice(1, i1, i2);
+    for (int64_t i = 0; i < count; ++i) {
+      at::Tensor w = W1.select(1, i);
+      at::Tensor d = Hinv1[i][i];
+      if (groupsize != -1 && (i1 + i) % groupsize == 0)
+        find_params(W.slice(1, i1 + i, std::min(i1 + i + groupsize, columns)));
+      at::Tensor q = quantize(w.unsqueeze(1)).flatten();
+      Q1.select(1, i).copy_(q);
+      at::Tensor err1 = (w - q) / d;
+      W1.slice(1, i).sub_(err1.unsqueeze(1).matmul(Hinv1.select(0, i).slice(0, i).unsqueeze(0)));
+      Err1.select(1, i).copy_(err1);
+    }
+    Q.slice(1, i1, i2).copy_(Q1);
+    W.slice(1, i2).sub_(Err1.matmul(Hinv.slice(0, i1, i2).slice(1, i2)));
+  }
+  if (actorder) Q = Q.index_select(1, at::argsort(perm));
+  return Q;
+}
+
+double code_agreement(const at::Tensor& a, const at::Tensor& b) {
+  return (a == b).to(at::kDouble).mean().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("gptq: lazy group parameters give the reference's codes (fasterquant port)") {
+  struct LazyCase {
+    int bits;
+    int64_t group, block;
+    bool act_order;
+    int dead;
+  };
+  // Groups starting inside 128-column blocks (the usual 2/3-bit settings), act-order, groups
+  // crossing block ends (48 in blocks of 64), per-channel with dead columns (the range is taken
+  // before they are zeroed), and groups at block starts (both modes agree there).
+  const LazyCase cases[] = {{2, 32, 128, false, 0},
+                            {3, 64, 128, true, 0},
+                            {4, 48, 64, false, 2},
+                            {3, -1, 128, true, 3},
+                            {2, 128, 128, false, 0}};
+  uint64_t seed = 500;
+  for (const auto& c : cases) {
+    INFO("W" << c.bits << " group " << c.group << " block " << c.block << " act_order "
+             << c.act_order << " dead " << c.dead);
+    const int64_t rows = 24, cols = 256;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(++seed);
+    auto x = correlated_inputs(2 * cols, cols, ++seed);
+    for (int i = 0; i < c.dead; ++i) x.select(1, 5 + 13 * i).zero_();
+    auto w = at::randn({rows, cols}, gen) * 0.05;
+    auto h = hessian_of(x);
+    QuantSpec spec;
+    spec.bits = c.bits;
+    spec.group_size = c.group;
+    GptqOptions options;
+    options.block_size = c.block;
+    options.act_order = c.act_order;
+    options.group_params = rqat::quant::GptqGroupParams::kLazy;
+    const at::Tensor lazy = gptq_quantize(w, h.clone(), spec, options).dequantize();
+    options.group_params = rqat::quant::GptqGroupParams::kUpdated;
+    const at::Tensor updated = gptq_quantize(w, h.clone(), spec, options).dequantize();
+    const at::Tensor reference =
+        fasterquant_port(w, h, c.bits, c.group, c.block, options.damp_percent, c.act_order);
+    const double lazy_match = code_agreement(lazy, reference);
+    const double updated_match = code_agreement(updated, reference);
+    const double e_lazy = reconstruction_error(w, lazy, x);
+    const double e_updated = reconstruction_error(w, updated, x);
+    const double e_reference = reconstruction_error(w, reference, x);
+    INFO("codes equal to the port: lazy " << lazy_match << ", updated " << updated_match
+                                          << "; ||WX - QX||^2 lazy " << e_lazy << " updated "
+                                          << e_updated << " port " << e_reference);
+    CHECK(lazy_match == 1.0);
+    CHECK(e_lazy == Approx(e_reference).epsilon(1e-6));
+    // Some group starts inside a block: the two modes then take different ranges.
+    if (c.group != -1 && c.group < c.block) CHECK(updated_match < 0.9);
+    if (c.group == c.block) CHECK(updated_match == 1.0);
+  }
+}
+
+TEST_CASE("gptq: a per-tensor spec keeps one scale and zero, the whole weight's range") {
+  auto x = correlated_inputs(256, 64, 31);
+  auto w = at::randn({16, 64}, at::make_generator<at::CPUGeneratorImpl>(32)) * 0.05;
+  auto h = hessian_of(x);
+  QuantSpec spec;
+  spec.bits = 8;
+  spec.group_size = -1;
+  spec.symmetric = true;
+  spec.per_tensor = true;
+  for (auto mode : {rqat::quant::GptqGroupParams::kUpdated, rqat::quant::GptqGroupParams::kLazy}) {
+    GptqOptions options;
+    options.group_params = mode;
+    const QuantizedWeight q = gptq_quantize(w, h.clone(), spec, options);
+    // Symmetric: scale 2 max|W| / 255 for every row (no dead columns here, so both modes agree).
+    const float expected = 2 * w.abs().max().item<float>() / 255;
+    CHECK(at::equal(q.scales, at::full({16, 1}, expected)));
+    CHECK(at::equal(q.zeros, at::full({16, 1}, 128.0f)));
   }
 }
 

@@ -9,12 +9,15 @@
 
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "generation/generation_engine.h"
 #include "io/json_file.h"
+#include "io/safetensors.h"
 #include "model/init.h"
 #include "model/model_dir.h"
+#include "quant/nf4.h"
 #include "rl/policy_logprobs.h"
 #include "rl/rewards.h"
 #include "test_util.h"
@@ -194,6 +197,69 @@ TEST_CASE("GRPO learns one-digit sums in every policy mode", "[grpo][learning]")
   }
 }
 
+TEST_CASE("grpo with study A's output quantization: both gradients train, the artifact loads",
+          "[grpo]") {
+  test::TempDir dir("grpo_output_quant");
+  const auto model = write_toy_model(dir);
+  std::map<std::string, at::Tensor> lm_heads;
+  for (auto grad : {ops::ActivationQuantGrad::kReference, ops::ActivationQuantGrad::kSte}) {
+    INFO(rqat::enum_name(grad));
+    auto o = toy_options(dir, model, tools::PolicyMode::kFull);
+    o.out_dir = dir / fmt::format("out-{}", rqat::enum_name(grad));
+    o.trainer.steps = 3;
+    o.output_quant.bits = 8;
+    o.output_quant.grad = grad;
+    std::ostringstream log;
+    REQUIRE(tools::run_grpo_command(o, log).exit_code == 0);
+    // 2 blocks x 7 projections + lm_head.
+    CHECK_THAT(log.str(), Catch::Contains("outputs of 15 linear layers fake-quantized to 8 bits"));
+    // Saved under the plain model's names, without the wrappers: a full-precision checkpoint.
+    const auto trained = model::load_causal_lm(o.out_dir, {});
+    lm_heads[std::string(rqat::enum_name(grad))] =
+        (*trained->linear_layers(true).back().layer)->effective_weight().detach().clone();
+    const auto manifest = io::read_json_file(o.out_dir / "manifest.json");
+    CHECK(manifest["config"]["output_quant_bits"] == 8);
+    CHECK(manifest["config"]["output_quant_grad"] == rqat::enum_name(grad));
+  }
+  // The two gradients are different estimators: the same rollouts train different weights.
+  CHECK_FALSE(at::equal(lm_heads["reference"], lm_heads["ste"]));
+}
+
+TEST_CASE("grpo --mode qlora with an NF4 base: adapters train over the decoded base", "[grpo]") {
+  test::TempDir dir("grpo_qlora_nf4");
+  const auto model = write_toy_model(dir);
+  auto o = toy_options(dir, model, tools::PolicyMode::kQlora);
+  o.qlora_base = tools::QloraBase::kNf4;
+  o.nf4.block_size = 16;
+  o.nf4.double_quant = true;
+  o.trainer.steps = 3;
+  std::ostringstream log;
+  REQUIRE(tools::run_grpo_command(o, log).exit_code == 0);
+  const auto manifest = io::read_json_file(o.out_dir / "manifest.json");
+  CHECK(manifest["config"]["quant"]["format"] == "nf4");
+  CHECK(manifest["config"]["quant"]["group_size"] == 16);
+  CHECK(manifest["config"]["qlora_base"] == "nf4");
+  // The merged output is the decoded NF4 base plus the trained adapters: off the base by the
+  // adapters only, while the base itself is off the original weights by NF4's rounding.
+  const auto original = model::load_causal_lm(model, {});
+  const auto trained = model::load_causal_lm(o.out_dir, {});
+  const auto name = std::string("model.layers.0.mlp.up_proj");
+  at::Tensor w0, w1;
+  for (const auto& slot : original->linear_layers(true))
+    if (slot.name == name) w0 = (*slot.layer)->effective_weight().detach();
+  for (const auto& slot : trained->linear_layers(true))
+    if (slot.name == name) w1 = (*slot.layer)->effective_weight().detach();
+  const auto base = quant::nf4_dequantize(quant::nf4_quantize(w0, 16, true));
+  CHECK_FALSE(at::equal(w1, base));  // the adapters moved
+  // Exactly the saved adapter's update on top of the NF4 base: W = base + (alpha / r) B A.
+  const auto adapter =
+      io::SafetensorsFile::open(o.out_dir / "adapter" / "adapter_model.safetensors");
+  const auto a = adapter->tensor("base_model.model." + name + ".lora_A.weight");
+  const auto b = adapter->tensor("base_model.model." + name + ".lora_B.weight");
+  const double scale = o.lora.alpha / static_cast<double>(o.lora.rank);
+  CHECK(at::allclose(w1, base + scale * at::matmul(b, a), 1e-5, 1e-6));
+}
+
 namespace {
 
 // A reward part that is always 0 but sends this process SIGTERM once it has scored `after`
@@ -277,7 +343,7 @@ struct ChangeNthSetting {
     if constexpr (std::is_same_v<T, bool>)
       field = !field;
     else if constexpr (std::is_integral_v<T>)
-      field = field + 1;
+      field = option == "output-quant-bits" ? 8 : field + 1;  // off -> 8 (1 bit is no width)
     else if constexpr (std::is_floating_point_v<T>)
       field = field == 0 ? 0.05 : field * 0.5;
     else if constexpr (std::is_same_v<T, std::string>)
@@ -327,5 +393,5 @@ TEST_CASE("grpo --resume refuses a checkpoint when any declared setting changed"
     test::require_error([&] { tools::run_grpo_command(changed, log); }, {"--resume", "different"});
     ++checked;
   }
-  CHECK(checked >= 35);  // 23 grpo settings and 12 trainer settings when this was written
+  CHECK(checked >= 37);  // 25 grpo settings and 12 trainer settings when this was written
 }

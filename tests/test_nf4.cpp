@@ -11,7 +11,10 @@
 #include <random>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "quant/nf4.h"
+#include "quant/nf4_linear.h"
 #include "test_util.h"
 
 using rqat::quant::kNf4Levels;
@@ -104,7 +107,7 @@ TEST_CASE("NF4 packing follows bitsandbytes: the first element in the high nibbl
   CHECK(q.packed[1].item<uint8_t>() == 0x78);
   CHECK(q.packed[2].item<uint8_t>() == 0xE0);  // the odd last code, padded with 0
   CHECK(nf4_dequantize(q).equal(at::tensor({1.0f, -1.0f, 0.0f, kNf4Levels[8], kNf4Levels[14]})));
-  // A bf16 weight round-trips through float32 arithmetic into bf16.
+  // Dequantized into another dtype on request (float32 arithmetic, then the cast).
   CHECK(nf4_dequantize(q, at::kBFloat16).scalar_type() == at::kBFloat16);
 }
 
@@ -120,4 +123,90 @@ TEST_CASE("NF4 rejects bad blocks, empty and non-finite weights, mismatched buff
   auto q = nf4_quantize(at::ones({10}), 4);
   q.absmax = q.absmax.slice(0, 0, 2);
   require_error([&] { nf4_dequantize(q); }, {"absmax", "block 4"});
+}
+
+TEST_CASE("the dynamic 8-bit map of double quantization is bitsandbytes' construction", "[nf4]") {
+  // For i = 0..6: the 2^i midpoints of linspace(0.1, 1, 2^i + 1), times +-10^(i-6); plus 0 and 1.
+  std::vector<double> expected = {0.0, 1.0};
+  for (int i = 0; i < 7; ++i) {
+    const int n = (1 << i) + 1;
+    const auto bounds = linspace(0.1, 1.0, n);
+    for (int k = 0; k + 1 < n; ++k) {
+      const double mid = (bounds[k] + bounds[k + 1]) / 2 * std::pow(10.0, i - 6);
+      expected.push_back(mid);
+      expected.push_back(-mid);
+    }
+  }
+  std::sort(expected.begin(), expected.end());
+  const auto& map = rqat::quant::dynamic_map_signed();
+  REQUIRE(expected.size() == 256);
+  for (int i = 0; i < 256; ++i) {
+    INFO("entry " << i);
+    CHECK(map[i] == Approx(expected[i]).epsilon(1e-6).margin(1e-12));
+    if (i > 0) CHECK(map[i] > map[i - 1]);
+  }
+  // bitsandbytes' printed table: its smallest magnitudes and its extremes.
+  CHECK(map[127] == 0.0f);
+  CHECK(map[128] == Approx(5.5e-7).epsilon(1e-6));
+  CHECK(map[0] == Approx(-0.99296875).epsilon(1e-6));
+  CHECK(map[255] == 1.0f);
+}
+
+TEST_CASE("NF4 double quantization: absmax codes are the nearest map entries", "[nf4]") {
+  std::mt19937_64 rng(20261202);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  // 700 blocks of 64: three blocks of 256 absmax values, the last one short.
+  const int64_t n = 700 * 64;
+  std::vector<float> w(n);
+  for (auto& x : w) x = normal(rng);
+  const at::Tensor weight = at::tensor(w);
+  const auto single = nf4_quantize(weight, 64);
+  const auto q = nf4_quantize(weight, 64, /*double_quant=*/true);
+  REQUIRE(q.double_quant);
+  // The 4-bit codes are those of the exact absmax.
+  CHECK(at::equal(q.packed, single.packed));
+  const auto& map = rqat::quant::dynamic_map_signed();
+  const at::Tensor exact = single.absmax;
+  const float offset = exact.mean().item<float>();
+  CHECK(q.offset == offset);
+  REQUIRE(q.absmax_codes.numel() == 700);
+  REQUIRE(q.nested_absmax.numel() == 3);
+  for (int64_t b = 0; b < 700; ++b) {
+    const int64_t block = b / 256;
+    float nested = 0;
+    for (int64_t j = block * 256; j < std::min<int64_t>(700, (block + 1) * 256); ++j)
+      nested = std::max(nested, std::abs(exact[j].item<float>() - offset));
+    REQUIRE(q.nested_absmax[block].item<float>() == nested);
+    const float scaled = (exact[b].item<float>() - offset) / nested;
+    int best = 0;
+    for (int l = 1; l < 256; ++l)
+      if (std::abs(scaled - map[l]) < std::abs(scaled - map[best])) best = l;
+    const int code = q.absmax_codes[b].item<uint8_t>();
+    if (code != best)
+      CHECK(std::abs(std::abs(scaled - map[code]) - std::abs(scaled - map[best])) < 1e-6f);
+    // Decoded as bitsandbytes decodes it, and used by dequantization.
+    CHECK(q.absmax[b].item<float>() == map[code] * nested + offset);
+  }
+  const at::Tensor deq = nf4_dequantize(q);
+  const at::Tensor codes = nf4_codes(q).to(at::kLong);
+  const at::Tensor levels = at::tensor(std::vector<float>(kNf4Levels.begin(), kNf4Levels.end()));
+  CHECK(at::equal(deq, levels.index_select(0, codes) * q.absmax.repeat_interleave(64)));
+  // The compressed scales cost little: the decoded absmax stays within 1% of the exact one here.
+  CHECK(((q.absmax - exact).abs() / exact).max().item<float>() < 0.01f);
+}
+
+TEST_CASE("Nf4Linear computes x W^T + b from its decoded weight, and keeps no parameter", "[nf4]") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  const auto w = at::randn({24, 64}, gen) * 0.05;
+  const auto b = at::randn({24}, gen);
+  const auto layer = rqat::quant::Nf4Linear::quantize(w, b, 64, true);
+  CHECK(layer->parameters().empty());
+  const auto x = at::randn({3, 5, 64}, gen);
+  const auto decoded = nf4_dequantize(layer->nf4());
+  CHECK(at::allclose(layer->forward(x), at::matmul(x, decoded.t()) + b, 1e-5, 1e-6));
+  CHECK(at::equal(layer->effective_weight(), decoded));
+  CHECK(layer->in_features() == 64);
+  CHECK(layer->out_features() == 24);
+  // bf16 inputs compute in bf16.
+  CHECK(layer->forward(x.to(at::kBFloat16)).scalar_type() == at::kBFloat16);
 }

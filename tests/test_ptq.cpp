@@ -31,6 +31,18 @@ std::map<std::string, at::Tensor> weights(model::CausalLM& model) {
   return w;
 }
 
+// Quantizes `model` in place by `method` at W<bits> with groups of `group`, quietly.
+quant::PtqResult quantize_quietly(model::CausalLM& model, const at::Tensor& ids,
+                                  quant::PtqMethod method, int bits, int64_t group) {
+  quant::PtqOptions options;
+  options.method = method;
+  options.spec.bits = bits;
+  options.spec.group_size = group;
+  options.verbose = false;
+  std::ostringstream log;
+  return quant::quantize_model(model, ids, options, log);
+}
+
 at::Tensor fp16_dequantized(quant::QuantizedWeight q) {
   q.scales = q.scales.to(at::kHalf).to(at::kFloat);
   return q.dequantize();
@@ -133,13 +145,7 @@ TEST_CASE("GPTQ's per-layer errors are below RTN's on the same model", "[ptq]") 
   double rtn_error = 0, gptq_error = 0;
   for (auto method : {quant::PtqMethod::kRtn, quant::PtqMethod::kGptq}) {
     auto model = test::random_tiny_model(model::Family::kQwen3, false, 9);
-    quant::PtqOptions options;
-    options.method = method;
-    options.spec.bits = 3;
-    options.spec.group_size = 16;
-    options.verbose = false;
-    std::ostringstream log;
-    const auto result = quant::quantize_model(*model, ids, options, log);
+    const auto result = quantize_quietly(*model, ids, method, 3, 16);
     double total = 0;
     for (const auto& r : result.reports) total += r.relative_error;
     (method == quant::PtqMethod::kRtn ? rtn_error : gptq_error) = total / result.reports.size();
@@ -204,7 +210,12 @@ TEST_CASE("AWQ folding keeps the block's function; its scales help with outlier 
   capture("mlp.down_proj", act);
 
   const auto q_weight = layer.self_attn->q_proj->effective_weight().clone();
-  const auto reports = quant::awq_scale_block(layer, "model.layers.0.", inputs, spec, {});
+  // llm-awq's activation scaling scored per layer, without clipping (rqat's earlier form).
+  quant::AwqOptions options;
+  options.scaling = quant::AwqScaling::kActivation;
+  options.loss = quant::AwqLoss::kLayer;
+  options.clipping = quant::AwqClipping::kNone;
+  const auto reports = quant::awq_scale_block(layer, "model.layers.0.", inputs, spec, options);
   REQUIRE(reports.size() >= 3);
   // Unquantized, the folded block computes the same function.
   CHECK(at::allclose(layer.forward(x, ctx, 0), before, 1e-4, 1e-4));
@@ -222,6 +233,88 @@ TEST_CASE("AWQ folding keeps the block's function; its scales help with outlier 
   const double awq_loss = at::matmul(xs, (q_weight - awq_q).t()).pow(2).sum().item<double>();
   INFO("q_proj output error: RTN " << rtn_loss << ", AWQ " << awq_loss);
   CHECK(awq_loss < rtn_loss);
+}
+
+TEST_CASE("AWQ auto_clip finds a known best range; duo scaling's weight means", "[ptq][awq]") {
+  // Every (row, group) of 32 columns: column 0 holds an outlier M whose input is always 0, the
+  // others -v, 0 or v. Clamped to 0.7 M = 2v, the 2-bit min-max grid over [-v, 2v] is
+  // {-v, 0, v, 2v}: every active weight exact, so the group output error is 0 there and > 0 at
+  // every other ratio of the grid (1, 0.95, ..., 0.55): the search must pick 0.7 everywhere.
+  const int64_t rows = 4, cols = 64, group = 32;
+  const float v = 0.1f, outlier = 2 * v / 0.7f;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(61);
+  auto w = (at::randint(3, {rows, cols}, gen, at::kLong) - 1).to(at::kFloat) * v;
+  for (int64_t g = 0; g < cols / group; ++g) {
+    w.select(1, g * group).fill_(outlier);
+    w.select(1, g * group + 1).fill_(-v);
+    w.select(1, g * group + 2).fill_(v);
+  }
+  auto x = at::randn({600, cols}, gen);
+  x.select(1, 0).zero_();
+  x.select(1, group).zero_();
+  quant::QuantSpec spec;
+  spec.bits = 2;
+  spec.group_size = group;
+  const quant::AwqOptions options;
+  const auto clip = quant::awq_clip_search(w, x, spec, options);
+  CHECK(clip.ratio.sizes() == at::IntArrayRef({rows, cols / group}));
+  CHECK(at::allclose(clip.ratio, at::full({rows, cols / group}, 0.7f)));
+  CHECK(at::allclose(clip.max_abs, at::full({rows, cols / group}, 2 * v), 1e-5, 1e-7));
+  // The clamped layer's output error is (nearly) zero; unclipped RTN's is not.
+  const auto clamped = at::clamp(w, -2 * v, 2 * v);
+  const auto out_error = [&](const at::Tensor& q) {
+    return at::matmul(x, (w - q).t()).pow(2).mean().item<double>();
+  };
+  CHECK(out_error(quant::rtn_quantize(clamped, spec).dequantize()) < 1e-10);
+  CHECK(out_error(quant::rtn_quantize(w, spec).dequantize()) > 1e-4);
+
+  // Duo scaling: w_mean per input channel = mean over rows of |w| / max|w| of its group.
+  const auto a = at::tensor({1.0f, -2.0f, 3.0f, 4.0f}).view({1, 4});
+  const auto b = at::tensor({-3.0f, 4.0f, 0.0f, 1.0f}).view({1, 4});
+  quant::QuantSpec pairs;
+  pairs.group_size = 2;
+  const auto mean = quant::awq_weight_mean({a, b}, pairs);
+  const std::vector<double> expected = {(0.5 + 0.75) / 2, (1.0 + 1.0) / 2, (0.75 + 0.0) / 2,
+                                        (1.0 + 1.0) / 2};
+  for (int i = 0; i < 4; ++i) CHECK(mean[i].item<double>() == Approx(expected[i]).epsilon(1e-5));
+  // s = x^a / (w^(1-a) + 1e-4), normalized by sqrt(max s min s).
+  const auto x_mean = at::tensor({1.0f, 4.0f, 0.5f, 2.0f});
+  const auto s = quant::awq_scales(x_mean, 0.5, mean);
+  std::vector<double> raw(4);
+  for (int i = 0; i < 4; ++i)
+    raw[i] = std::max(
+        std::sqrt(x_mean[i].item<double>()) / (std::sqrt(mean[i].item<double>()) + 1e-4), 1e-4);
+  const double norm = std::sqrt(*std::max_element(raw.begin(), raw.end()) *
+                                *std::min_element(raw.begin(), raw.end()));
+  for (int i = 0; i < 4; ++i) CHECK(s[i].item<double>() == Approx(raw[i] / norm).epsilon(1e-5));
+}
+
+TEST_CASE("AWQ with the reference search beats RTN on a model with outlier channels",
+          "[ptq][awq]") {
+  // A random model whose embeddings carry two outlier channels, as trained models' activations do;
+  // the end-to-end logits error of AWQ (defaults: duo scaling, module-output loss, auto_clip) is
+  // below RTN's at the same spec.
+  const auto outlier_model = [] {
+    auto model = test::random_tiny_model(model::Family::kQwen3, false, 71);
+    at::NoGradGuard no_grad;
+    auto& embed = model->model->embed_tokens->weight;
+    embed.select(1, 3).mul_(30.0);
+    embed.select(1, 17).mul_(20.0);
+    return model;
+  };
+  auto reference = outlier_model();
+  const auto ids = random_ids(*reference, 8, 24, 72);
+  const auto held_out = random_ids(*reference, 4, 24, 73);
+  const at::Tensor expected = reference->forward(held_out).detach();
+  std::map<quant::PtqMethod, double> error;
+  for (auto method : {quant::PtqMethod::kRtn, quant::PtqMethod::kAwq}) {
+    auto model = outlier_model();
+    quantize_quietly(*model, ids, method, 3, 16);
+    error[method] = (model->forward(held_out).detach() - expected).pow(2).mean().item<double>();
+  }
+  INFO("logits MSE: RTN " << error[quant::PtqMethod::kRtn] << ", AWQ "
+                          << error[quant::PtqMethod::kAwq]);
+  CHECK(error[quant::PtqMethod::kAwq] < error[quant::PtqMethod::kRtn]);
 }
 
 TEST_CASE("quant_state.safetensors round-trips; errors name the file", "[ptq]") {

@@ -77,6 +77,11 @@ TEST_CASE("quant spec: validation errors name the field") {
   spec.exclude = {};
   spec.include = {"*bad"};
   require_error([&] { spec.validate(""); }, {"include[0]", "*bad"});
+  QuantSpec per_tensor;
+  per_tensor.per_tensor = true;  // with the default group of 128
+  require_error([&] { per_tensor.validate("--"); }, {"--per-tensor", "--group-size = -1", "128"});
+  per_tensor.group_size = -1;
+  per_tensor.validate("--");
   for (int bits : {2, 3, 4, 8}) {
     for (int64_t group : {-1, 1, 32, 64, 128, 172}) {
       QuantSpec good;
@@ -105,6 +110,17 @@ TEST_CASE("quant spec: JSON round trip and errors naming the key") {
   CHECK(back.include == spec.include);
   CHECK(back.exclude == spec.exclude);
   CHECK(back.to_json().dump() == text);
+  // per_tensor and v1_zeros are written when set and read back; absent, they are false, so the
+  // specs of earlier artifacts keep their JSON.
+  CHECK_FALSE(json.contains("per_tensor"));
+  CHECK_FALSE(json.contains("v1_zeros"));
+  spec.per_tensor = true;
+  spec.v1_zeros = true;
+  const auto flagged = QuantSpec::from_json(spec.to_json(), "q");
+  CHECK(flagged.per_tensor);
+  CHECK(flagged.v1_zeros);
+  require_error([] { QuantSpec::from_json(rqat::io::Json::parse(R"({"v1_zeros": 1})"), "q"); },
+                {"q.v1_zeros", "true or false"});
   // Absent keys keep their defaults.
   const auto partial = QuantSpec::from_json(rqat::io::Json::parse(R"({"bits": 2})"), "q");
   CHECK(partial.bits == 2);
@@ -140,6 +156,13 @@ TEST_CASE("quant spec: describe") {
   spec.symmetric = false;
   spec.clip_search = false;
   CHECK(spec.describe() == "W2G32 asym");
+  spec.v1_zeros = true;
+  CHECK(spec.describe() == "W2G32 asym v1-zeros");
+  spec.bits = 8;
+  spec.group_size = -1;
+  spec.per_tensor = true;
+  spec.symmetric = true;
+  CHECK(spec.describe() == "W8 per-tensor sym");  // symmetric zero points are never 0
 }
 
 TEST_CASE("quantized weight: dequantize follows g_idx, validate names the problem") {

@@ -156,6 +156,84 @@ TEST_CASE("rtn: codes, scales and zeros equal the closed form") {
   }
 }
 
+TEST_CASE("rtn: per-tensor is the closed form over every value of the weight") {
+  uint64_t seed = 300;
+  for (int bits : {2, 4, 8}) {
+    for (bool sym : {false, true}) {
+      for (bool clip : {false, true}) {
+        INFO("bits " << bits << " sym " << sym << " clip " << clip);
+        auto w = weights_with_outliers(7, 48, ++seed);
+        QuantSpec spec;
+        spec.bits = bits;
+        spec.group_size = -1;
+        spec.symmetric = sym;
+        spec.clip_search = clip;
+        spec.per_tensor = true;
+        const QuantizedWeight q = rtn_quantize(w, spec);
+        q.validate("rtn");
+        // The whole weight as one row of the closed form.
+        const auto one = closed_form(w.reshape({1, -1}), bits, -1, sym, clip);
+        CHECK(at::equal(q.codes, one.codes.view_as(q.codes)));
+        CHECK(q.scales.sizes() == at::IntArrayRef({7, 1}));
+        CHECK(at::equal(q.scales, one.scales.expand({7, 1})));
+        CHECK(at::equal(q.zeros, one.zeros.expand({7, 1})));
+      }
+    }
+  }
+  // Study A's 8-bit rule: s = max|W| / 127, clamp(round(W / s), -128, 127) s. rqat's symmetric
+  // step is 2 max|W| / 255 (the GPTQ convention), 0.4% finer, so the two differ by at most one
+  // of their steps per weight (the study's step bounds it), and both stay within it of W.
+  auto w = at::randn({16, 64}, at::make_generator<at::CPUGeneratorImpl>(9)) * 0.03;
+  QuantSpec spec;
+  spec.bits = 8;
+  spec.group_size = -1;
+  spec.symmetric = true;
+  spec.per_tensor = true;
+  const at::Tensor ours = rtn_quantize(w, spec).dequantize();
+  const float study_step = w.abs().max().item<float>() / 127;
+  const at::Tensor study = at::clamp(at::round(w / study_step), -128, 127) * study_step;
+  CHECK((ours - study).abs().max().item<float>() <= study_step);
+  CHECK((ours - w).abs().max().item<float>() <= study_step / 2 * 1.0001f);
+}
+
+TEST_CASE("rtn: v1 zeros keep asymmetric zero points >= 1 and the whole range") {
+  // Hand example, 2 bits, range [0, 0.9]: the min-max rule gives scale 0.3 and zero 0; v1 zeros
+  // give scale 0.9 / (3 - 1) = 0.45 and zero 1: codes round(w / 0.45) + 1.
+  auto w = at::tensor({0.0f, 0.1f, 0.5f, 0.9f}).view({1, 4});
+  QuantSpec spec;
+  spec.bits = 2;
+  spec.group_size = -1;
+  CHECK(rtn_quantize(w, spec).zeros.item<float>() == 0.0f);
+  spec.v1_zeros = true;
+  auto q = rtn_quantize(w, spec);
+  CHECK(q.zeros.item<float>() == 1.0f);
+  CHECK(q.scales.item<float>() == 0.9f / 2);
+  CHECK(at::equal(q.codes, at::tensor({1, 1, 2, 3}, at::kByte).view({1, 4})));
+
+  // Random groups, many with a minimum near 0: zeros >= 1 everywhere; groups whose zero was
+  // already >= 1 keep their parameters; the others hold their whole range (no clipping: every
+  // weight within half a step of its value).
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  auto x = at::rand({64, 96}, gen) * 0.05 - at::rand({64, 1}, gen) * 0.004;
+  for (int bits : {2, 3, 4}) {
+    INFO("bits " << bits);
+    QuantSpec plain;
+    plain.bits = bits;
+    plain.group_size = 32;
+    QuantSpec v1 = plain;
+    v1.v1_zeros = true;
+    const QuantizedWeight a = rtn_quantize(x, plain), b = rtn_quantize(x, v1);
+    const auto was_zero = a.zeros == 0;
+    CHECK(was_zero.any().item<bool>());
+    CHECK((b.zeros >= 1).all().item<bool>());
+    const auto kept = was_zero.logical_not();
+    CHECK(at::equal(a.scales.masked_select(kept), b.scales.masked_select(kept)));
+    CHECK(at::equal(a.zeros.masked_select(kept), b.zeros.masked_select(kept)));
+    const auto step = b.scales.repeat_interleave(32, 1);
+    CHECK(((b.dequantize() - x).abs() <= step / 2 * 1.0001).all().item<bool>());
+  }
+}
+
 TEST_CASE("rtn: a hand-computed 2-bit example") {
   // Asymmetric: range [-1, 1], scale 2/3, zero round(1.5) = 2 (half to even);
   // w / scale = -1.5, -0.75, 0.3, 1.5 -> round -2, -1, 0, 2 -> +2 -> 0, 1, 2, 4 -> clamp 3.

@@ -285,6 +285,60 @@ TEST_CASE("an evaluation scored with a reward shows its mean reward, with a note
   CHECK(report.notes[0].find("the other cells are pass@1") != std::string::npos);
 }
 
+TEST_CASE("differences from the model each row was made from, with the SE of the difference") {
+  rqat::test::TempDir tmp("run_report_differences");
+  FakeRun run(tmp / "run");
+  // teacher (outside the run) -> ptq -> qat -> grpo, each evaluated on one benchmark; the scores
+  // and standard errors are set per evaluation.
+  auto evaluated = [&](const std::string& id, const fs::path& model, std::vector<std::string> in,
+                       const std::string& label, Json q, double pass1, double se) {
+    run.add(id, "eval-math", eval_argv(model, "math500"), std::move(in), label);
+    run.summary(id, "math500", q, pass1);
+    Json summary = rqat::io::read_json_file(run.dir / id / "summary.json");
+    summary["metrics"]["pass@1_stderr"] = se;
+    rqat::io::write_json_file(run.dir / id / "summary.json", summary);
+    run.log(id, "done", 1.0);
+  };
+  evaluated("eval_teacher", "/models/teacher", {}, "teacher", nullptr, 0.80, 0.03);
+  run.add("ptq", "ptq", {"--model", "/models/teacher/"}, {}, "GPTQ");
+  run.manifest("ptq", "ptq", {{"quant", quant(2, 32)}}, Json::object());
+  run.log("ptq", "done", 1.0);
+  evaluated("eval_ptq", run.dir / "ptq", {"ptq"}, "", quant(2, 32), 0.50, 0.04);
+  run.add("qat", "qat-kd", {"--model", (run.dir / "ptq").string()}, {"ptq"}, "GPTQ + KD");
+  run.log("qat", "done", 1.0);
+  evaluated("eval_qat", run.dir / "qat", {"qat"}, "", quant(2, 32), 0.75, 0.03);
+  run.add("grpo", "grpo", {"--model", (run.dir / "qat").string()}, {"qat"}, "GPTQ + KD + GRPO");
+  run.log("grpo", "done", 1.0);
+  evaluated("eval_grpo", run.dir / "grpo", {"grpo"}, "", quant(2, 32), 0.77, 0.03);
+  // A model made from one that was never evaluated has no line.
+  run.add("other", "qat-sft", {"--model", "/models/elsewhere"}, {}, "elsewhere + SFT");
+  run.log("other", "done", 1.0);
+  evaluated("eval_other", run.dir / "other", {"other"}, "", quant(2, 32), 0.6, 0.03);
+  run.write_plan_file();
+
+  const auto report = collect_run_report(run.dir);
+  const auto cells = difference_table_cells(report.results);
+  auto diff = [](double a, double b, double sa, double sb) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, "%+.1f ± %.1f", 100 * (a - b),
+                  100 * std::sqrt(sa * sa + sb * sb));
+    return std::string(buffer);
+  };
+  const std::vector<std::vector<std::string>> expected = {
+      {"model", "bits", "from", "math500"},
+      {"GPTQ", "W2G32", "teacher (16)", diff(0.50, 0.80, 0.04, 0.03)},       // -30.0 ± 5.0
+      {"GPTQ + KD", "W2G32", "GPTQ (W2G32)", diff(0.75, 0.50, 0.03, 0.04)},  // +25.0 ± 5.0
+      {"GPTQ + KD + GRPO", "W2G32", "GPTQ + KD (W2G32)", diff(0.77, 0.75, 0.03, 0.03)}};
+  CHECK(cells == expected);
+  CHECK(cells[1][3] == "-30.0 ± 5.0");
+  const std::string md = report_markdown(report);
+  CHECK(md.find("## Differences") != std::string::npos);
+  CHECK(md.find("| GPTQ + KD + GRPO | W2G32 | GPTQ + KD (W2G32) | +2.0 ± 4.2 |") !=
+        std::string::npos);
+  write_report_files(report);
+  CHECK(rqat::test::read_bytes(run.dir / "differences.csv") == csv_table(cells));
+}
+
 TEST_CASE("markdown and CSV escape what would break a cell") {
   const std::vector<std::vector<std::string>> cells = {{"a", "b"}, {"x|y", "say \"hi\", twice"}};
   CHECK(rqat::experiment::markdown_table(cells) ==

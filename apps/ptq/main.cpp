@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> include, exclude;
   app.add_option("--model", model_dir, "Input model directory (Hugging Face layout)")->required();
   app.add_option("--out", out_dir, "Output artifact directory")->required();
-  app.add_option("--method", method, "rtn, gptq or awq")->capture_default_str();
+  app.add_option("--method", method, "rtn, gptq, awq or nf4")->capture_default_str();
   app.add_option("--bits", spec.bits, "Weight bits: 2, 3, 4 or 8")->capture_default_str();
   app.add_option("--group-size", spec.group_size,
                  "Input columns per (scale, zero) group; -1: one per output channel (a smaller "
@@ -30,11 +30,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--sym", spec.symmetric, "Symmetric quantization (default: asymmetric)");
   app.add_flag("--clip", spec.clip_search, "Search a clipped range minimizing the weight error");
+  app.add_flag("--per-tensor", spec.per_tensor,
+               "One scale for the whole weight (with --group-size -1)");
+  app.add_flag("--v1-zeros", spec.v1_zeros,
+               "Asymmetric zero points >= 1, storable in GPTQ v1 (set by --export gptq)");
   app.add_option("--include", include,
                  "Regexes of module names to quantize (default: every linear in the blocks)");
   app.add_option("--exclude", exclude, "Regexes of module names kept in full precision");
   rqat::cli::add_option_flags(app, options.ptq.gptq);
   rqat::cli::add_option_flags(app, options.ptq.awq, {.prefix = "awq-"});
+  rqat::cli::add_option_flags(app, options.ptq.nf4);
   app.add_option("--batch-size", options.ptq.batch_size, "Calibration sequences per forward")
       ->capture_default_str();
 
@@ -49,7 +54,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--calib-seed", calib.seed, "Seed of the sample draw")->capture_default_str();
   app.add_option("--export", options.export_format,
-                 "Also write a packed GPTQ checkpoint to OUT/gptq: gptq (v1) or gptq_v2");
+                 "Also write a packed checkpoint: OUT/gptq (gptq v1 or gptq_v2), or OUT/bnb for "
+                 "--method nf4 (bnb: bitsandbytes 4-bit)");
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);

@@ -14,6 +14,8 @@ void add_quant_flags(CLI::App& app, QuantFlags& f) {
   app.add_option("--group-size", f.spec.group_size, "RTN init: columns per group (-1: per row)")
       ->capture_default_str();
   app.add_flag("--sym", f.spec.symmetric, "RTN init: symmetric");
+  app.add_flag("--per-tensor", f.spec.per_tensor,
+               "RTN init: one scale for the whole weight (with --group-size -1)");
   app.add_option("--include", f.include, "RTN init: regexes of layers to quantize");
   app.add_option("--exclude", f.exclude, "RTN init: regexes of layers kept in full precision");
   add_option_flags(app, f.fake_quant);

@@ -250,6 +250,19 @@ EvalFacts eval_facts(const ExperimentPlan& plan, const fs::path& run_dir, const 
   return facts;
 }
 
+// The model an eval-math instance evaluates, and the model that one was made from (ResultRow).
+std::string model_key(const ExperimentPlan& plan, const fs::path& run_dir, const StageInstance& s) {
+  if (const StageInstance* input = model_input(plan, run_dir, s)) return "stage:" + input->id;
+  if (const auto model = flag_value(s.argv, "--model")) return "dir:" + normal(*model).string();
+  return "";
+}
+
+std::string parent_key(const ExperimentPlan& plan, const fs::path& run_dir,
+                       const StageInstance& eval) {
+  const StageInstance* made_by = model_input(plan, run_dir, eval);
+  return made_by ? model_key(plan, run_dir, *made_by) : "";
+}
+
 // The row an evaluation belongs in: same label and bits, where an unknown bits ("?": the model was
 // never made) matches any, so a blocked evaluation still lands in its model's row.
 ResultRow* find_row(ResultsTable& table, const std::string& label, const std::string& bits) {
@@ -283,7 +296,8 @@ ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
       row = find_row(table, label, facts.bits);
     }
     if (!row) {
-      table.rows.push_back({label, facts.bits, {}});
+      table.rows.push_back(
+          {label, facts.bits, {}, model_key(plan, run_dir, s), parent_key(plan, run_dir, s)});
       row = &table.rows.back();
       row->cells.resize(table.benchmarks.size());
     }
@@ -427,6 +441,34 @@ std::vector<std::vector<std::string>> results_table_cells(const ResultsTable& re
   return cells;
 }
 
+std::vector<std::vector<std::string>> difference_table_cells(const ResultsTable& results) {
+  std::vector<std::string> header = {"model", "bits", "from"};
+  header.insert(header.end(), results.benchmarks.begin(), results.benchmarks.end());
+  std::vector<std::vector<std::string>> cells = {header};
+  for (const auto& row : results.rows) {
+    if (row.parent_key.empty()) continue;
+    const auto parent = std::find_if(results.rows.begin(), results.rows.end(),
+                                     [&](const auto& r) { return r.model_key == row.parent_key; });
+    if (parent == results.rows.end()) continue;
+    std::vector<std::string> line = {row.label, row.bits,
+                                     fmt::format("{} ({})", parent->label, parent->bits)};
+    for (std::size_t c = 0; c < row.cells.size(); ++c) {
+      const auto& a = row.cells[c];
+      const auto& b = parent->cells[c];
+      if (!a || !b || !a->pass1 || !b->pass1) {
+        line.emplace_back();
+        continue;
+      }
+      std::string text = fmt::format("{:+.1f}", 100.0 * (*a->pass1 - *b->pass1));
+      if (a->pass1_stderr && b->pass1_stderr)
+        text += fmt::format(" ± {:.1f}", 100.0 * std::hypot(*a->pass1_stderr, *b->pass1_stderr));
+      line.push_back(std::move(text));
+    }
+    cells.push_back(std::move(line));
+  }
+  return cells;
+}
+
 std::vector<std::vector<std::string>> stage_table_cells(const std::vector<StageReport>& stages) {
   std::vector<std::string> keys;
   for (const auto& key : summary_metric_keys())
@@ -491,6 +533,15 @@ std::string report_markdown(const RunReport& report) {
     text += "No eval-math stages in this run.\n";
   else
     text += markdown_table(results_table_cells(report.results));
+  const auto differences = difference_table_cells(report.results);
+  if (differences.size() > 1) {
+    text += "\n## Differences\n\n";
+    text += markdown_table(differences);
+    text +=
+        "\nEach cell: this row minus the row of the model it was made from, in points, ± the "
+        "standard error of the difference of two independent scores, sqrt(SE_a² + SE_b²), about "
+        "1.4 x one score's. A difference under two of them is within noise.\n";
+  }
   text += "\n## Stages\n\n";
   text += markdown_table(stage_table_cells(report.stages));
   if (!report.notes.empty()) {
@@ -506,6 +557,8 @@ void write_report_files(const RunReport& report) {
                             csv_table(results_table_cells(report.results)));
   io::write_text_atomically(report.run_dir / "stages.csv",
                             csv_table(stage_table_cells(report.stages)));
+  io::write_text_atomically(report.run_dir / "differences.csv",
+                            csv_table(difference_table_cells(report.results)));
 }
 
 }  // namespace rqat::experiment

@@ -45,6 +45,10 @@ struct ResultRow {
   std::string label;  // the evaluated model's label (see collect_run_report)
   std::string bits;   // "W3G128", "W2" (per-channel), "16" (not quantized), "?" (unknown)
   std::vector<std::optional<ResultCell>> cells;  // one per ResultsTable::benchmarks entry
+  // Which model the row evaluates ("stage:ID" for a stage's output, "dir:PATH" for a model from
+  // outside the run) and which model that one was made from (the --model of the stage that made
+  // it, in the same form; "" for a model from outside the run).
+  std::string model_key, parent_key;
 };
 
 struct ResultsTable {
@@ -77,6 +81,14 @@ std::string bits_label(const io::Json& quant);
 // A benchmark the row has no finished result for shows the instance's status, or "" when the row
 // has no instance for it.
 std::vector<std::vector<std::string>> results_table_cells(const ResultsTable& results);
+// Differences table: one line per row whose model was made from another row's model (a QAT
+// student from its PTQ start, a GRPO policy from its KD student, a PTQ model from the teacher):
+// model, bits, "from" (the other row's label and bits), then per benchmark this row minus that row
+// in points, "+1.4 ± 2.5" with the standard error of the difference of two independent scores,
+// sqrt(SE_a^2 + SE_b^2) (about 1.4 x one SE), when both rows report one. Header only when no row
+// has a parent in the table.
+std::vector<std::vector<std::string>> difference_table_cells(const ResultsTable& results);
+
 // Stage table: id, tool, status, seconds, then one column per summary metric present in any stage
 // (final_loss, nll, pass@1, final_reward, ...), in a fixed order.
 std::vector<std::vector<std::string>> stage_table_cells(const std::vector<StageReport>& stages);

@@ -50,7 +50,8 @@ at::Tensor inverse_cholesky_upper(at::Tensor& h, const GptqOptions& options, Gpt
          mean);
   double fraction = options.damp_percent;
   for (int attempt = 0;; ++attempt) {
-    const float damp = static_cast<float>(fraction * mean);
+    // A float32 product, as torch computes percdamp * mean(diag H): the reference's damping.
+    const float damp = static_cast<float>(fraction) * mean;
     diag.copy_(undamped + damp);
     auto [lower, info] = at::linalg_cholesky_ex(h, /*upper=*/false, /*check_errors=*/false);
     if (info.item<int>() == 0) {
@@ -138,24 +139,29 @@ struct ColumnLoop {
   const std::vector<int64_t>& group_of;
   const QuantSpec& spec;
   bool static_groups;
+  bool lazy_group_params;  // GptqGroupParams::kLazy
   int64_t group;
   int64_t block;
-  at::Tensor codes;   // (rows, cols) uint8
-  at::Tensor err;     // (rows, block) scaled errors (w - q) / U_jj of a block
-  at::Tensor output;  // (rows, cols) float32 Q when asked for, else undefined
+  at::Tensor codes;        // (rows, cols) uint8
+  at::Tensor err;          // (rows, block) scaled errors (w - q) / U_jj of a block
+  at::Tensor block_start;  // lazy group parameters: the block's columns as the block began
+  at::Tensor output;       // (rows, cols) float32 Q when asked for, else undefined
   std::vector<double> row_loss;
 
   // (scale, zero) of the group starting at processing position j of block [i1, i2), from the
-  // group's current weights: columns inside the block are already updated in place; later ones
-  // still lack the lazy update of this block's columns before j, applied here to a copy.
+  // group's current weights. Updated: columns inside the block are already updated in place;
+  // later ones still lack the lazy update of this block's columns before j, applied here to a
+  // copy. Lazy (the reference): the block's columns as they were when the block began, and the
+  // later ones as they are, both without this block's updates.
   void find_dynamic_group(int64_t j, int64_t i1, int64_t i2) {
     const int64_t cols = w_tensor.size(1);
     const int64_t width = std::min(group, cols - j);
     const int64_t inside = std::min(width, i2 - j);
-    at::Tensor current = w_tensor.narrow(1, j, inside);
+    at::Tensor current =
+        lazy_group_params ? block_start.narrow(1, j - i1, inside) : w_tensor.narrow(1, j, inside);
     if (width > inside) {
       at::Tensor later = w_tensor.narrow(1, i2, width - inside);
-      if (j > i1)
+      if (j > i1 && !lazy_group_params)
         later = at::addmm(later, err.narrow(1, 0, j - i1),
                           u.narrow(0, i1, j - i1).narrow(1, i2, width - inside), 1, -1);
       current = at::cat({current, later}, 1);
@@ -213,6 +219,8 @@ struct ColumnLoop {
     const int64_t cols = w_tensor.size(1);
     for (int64_t i1 = 0; i1 < cols; i1 += block) {
       const int64_t i2 = std::min(i1 + block, cols);
+      if (lazy_group_params && !static_groups)
+        block_start = w_tensor.narrow(1, i1, i2 - i1).clone();
       for (int64_t j = i1; j < i2;) {
         int64_t next = i2;
         if (!static_groups) {
@@ -275,15 +283,21 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   if (!at::isfinite(h).all().item<bool>())
     fail("gptq: the Hessian holds NaN or infinite values (non-finite calibration activations?)");
   const int64_t rows = w_tensor.size(0), cols = w_tensor.size(1);
-  report.dead_columns = zero_dead_columns(w_tensor, h);
-
   const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);
   auto scales = at::zeros({rows, groups}, at::kFloat),
        zeros = at::zeros({rows, groups}, at::kFloat);
-  if (options.static_groups) find_static_groups(w_tensor, spec, group, scales, zeros);
+  // The reference takes a per-channel range once, from the original weights with their dead
+  // columns: one static group, found before the dead columns are zeroed.
+  const bool lazy = options.group_params == GptqGroupParams::kLazy;
+  const bool lazy_per_channel = lazy && group == cols;
+  const bool static_groups = options.static_groups || lazy_per_channel;
+  if (lazy_per_channel) find_static_groups(w_tensor, spec, group, scales, zeros);
+  report.dead_columns = zero_dead_columns(w_tensor, h);
+  if (options.static_groups && !lazy_per_channel)
+    find_static_groups(w_tensor, spec, group, scales, zeros);
 
   const at::Tensor order = processing_order(w_tensor, h, options.act_order);
-  const std::vector<int64_t> group_of = processing_groups(order, group, options.static_groups);
+  const std::vector<int64_t> group_of = processing_groups(order, group, static_groups);
 
   at::Tensor u = inverse_cholesky_upper(h, options, report);
   h = at::Tensor();
@@ -296,11 +310,13 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
       .zeros = zeros,
       .group_of = group_of,
       .spec = spec,
-      .static_groups = options.static_groups,
+      .static_groups = static_groups,
+      .lazy_group_params = lazy,
       .group = group,
       .block = block,
       .codes = at::empty({rows, cols}, at::kByte),
       .err = at::zeros({rows, block}, at::kFloat),
+      .block_start = at::Tensor(),
       .output = options.return_output ? at::empty({rows, cols}, at::kFloat) : at::Tensor(),
       .row_loss = std::vector<double>(rows, 0.0),
   };

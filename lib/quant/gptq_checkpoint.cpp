@@ -381,7 +381,12 @@ std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model, const
   return replaced;
 }
 
-void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec) {
+void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec, GptqFormat format) {
+  if (format == GptqFormat::kV1 && !spec.symmetric && !spec.v1_zeros)
+    fail(
+        "--export gptq: asymmetric zero points may be 0, which the v1 format (zero - 1 stored) "
+        "cannot hold; quantize with v1 zero points (ptq --v1-zeros, which --export gptq sets), "
+        "use --sym, or export gptq_v2");
   const int64_t multiple = gptq_pack_multiple(spec.bits);
   for (const auto& slot : model.linear_layers(true)) {
     if (!spec.quantizes(slot.name)) continue;
@@ -396,6 +401,19 @@ void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec) {
           "--export gptq: layer {} has {} inputs, which --group-size {} does not divide (rqat "
           "quantizes a smaller last group; the GPTQ layout cannot store it)",
           slot.name, in, spec.group_size);
+  }
+}
+
+void check_v1_zero_points(const std::map<std::string, QuantizedWeight>& layers,
+                          std::string_view source) {
+  for (const auto& [name, weight] : layers) {
+    const int64_t at_zero = weight.zeros.eq(0).sum().item<int64_t>();
+    if (at_zero > 0)
+      fail(
+          "--export gptq: {} layer {} has {} zero points of 0, which the v1 format (zero - 1 "
+          "stored) cannot hold; make it with ptq --v1-zeros (or --export gptq), or export "
+          "gptq_v2",
+          source, name, at_zero);
   }
 }
 

@@ -85,7 +85,14 @@ std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model,
                                                    const std::filesystem::path& dir,
                                                    const GptqCheckpointConfig& config);
 
-// Throws when a layer the spec selects cannot be packed in the GPTQ layout (sizes, groups).
-void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec);
+// Before any work: throws when a layer the spec selects cannot be packed in the GPTQ layout
+// (sizes, groups), or when `format` is v1 and asymmetric zero points may come out 0 (the spec
+// lacks v1_zeros), which v1 cannot store.
+void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec, GptqFormat format);
+
+// Before any work: throws naming the first layer of `layers` (read from `source`) that holds a
+// zero point of 0, which the GPTQ v1 format cannot store.
+void check_v1_zero_points(const std::map<std::string, QuantizedWeight>& layers,
+                          std::string_view source);
 
 }  // namespace rqat::quant

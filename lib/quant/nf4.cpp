@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "io/error.h"
 
 namespace rqat::quant {
@@ -32,9 +36,65 @@ at::Tensor as_blocks(const at::Tensor& flat, int64_t block_size) {
   return at::constant_pad_nd(flat, {0, blocks * block_size - n}).view({blocks, block_size});
 }
 
+// Nearest entry of an ascending table through the midpoints (ties take the lower entry).
+at::Tensor nearest_index(const at::Tensor& values, const at::Tensor& table) {
+  const int64_t n = table.size(0);
+  const at::Tensor midpoints = (table.slice(0, 0, n - 1) + table.slice(0, 1, n)) / 2;
+  return at::bucketize(values, midpoints, /*out_int32=*/false, /*right=*/false);
+}
+
+// Double quantization of the absmax values: fills q's codes, nested absmax, offset, and replaces
+// q.absmax by the decoded values.
+void double_quantize(Nf4Weight& q) {
+  const at::Tensor absmax = q.absmax;
+  const auto& map = dynamic_map_signed();
+  const at::Tensor table =
+      at::tensor(std::vector<float>(map.begin(), map.end()),
+                 at::TensorOptions().dtype(at::kFloat).device(absmax.device()));
+  const at::Tensor offset = absmax.mean();
+  const at::Tensor centered = absmax - offset;
+  const at::Tensor blocks = as_blocks(centered, kNf4NestedBlockSize);
+  const at::Tensor nested = blocks.abs().amax(1);
+  const at::Tensor scaled =
+      at::clamp(blocks / at::where(nested > 0, nested, at::ones_like(nested)).unsqueeze(1), -1, 1);
+  const at::Tensor codes =
+      nearest_index(scaled.view({-1}), table).slice(0, 0, absmax.numel()).to(at::kByte);
+  const at::Tensor decoded =
+      as_blocks(table.index_select(0, codes.to(at::kLong)), kNf4NestedBlockSize) *
+      nested.unsqueeze(1);
+  q.double_quant = true;
+  q.absmax_codes = codes.contiguous();
+  q.nested_absmax = nested.contiguous();
+  q.offset = offset.item<float>();
+  q.absmax = (decoded.view({-1}).slice(0, 0, absmax.numel()) + q.offset).contiguous();
+}
+
 }  // namespace
 
-Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size) {
+const std::array<float, 256>& dynamic_map_signed() {
+  static const std::array<float, 256> map = [] {
+    std::vector<float> data;
+    for (int i = 0; i < 7; ++i) {
+      const int64_t items = (int64_t{1} << i) + 1;
+      const at::Tensor bounds = at::linspace(0.1, 1, items, at::kFloat);
+      const at::Tensor means = (bounds.slice(0, 0, items - 1) + bounds.slice(0, 1, items)) / 2.0;
+      const double magnitude = std::pow(10.0, i - 6);
+      for (const at::Tensor& part : {means * magnitude, means * -magnitude}) {
+        const at::Tensor c = part.contiguous();
+        data.insert(data.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+      }
+    }
+    data.push_back(0.0f);
+    data.push_back(1.0f);
+    std::sort(data.begin(), data.end());
+    std::array<float, 256> out{};
+    std::copy(data.begin(), data.end(), out.begin());
+    return out;
+  }();
+  return map;
+}
+
+Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size, bool double_quant) {
   if (block_size < 2 || block_size % 2 != 0)
     fail("nf4: the block size must be an even number >= 2, got {}", block_size);
   if (!w.defined() || w.numel() == 0) fail("nf4: the weight is empty");
@@ -47,9 +107,7 @@ Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size) {
       blocks / at::where(absmax > 0, absmax, at::ones_like(absmax)).unsqueeze(1);
   // Nearest level through the midpoints between neighbours: bucketize with right=false puts a
   // value equal to a midpoint below it, i.e. a tie takes the lower level.
-  const at::Tensor levels = levels_on(w.device());
-  const at::Tensor midpoints = (levels.slice(0, 0, 15) + levels.slice(0, 1, 16)) / 2;
-  const at::Tensor codes = at::bucketize(scaled, midpoints, /*out_int32=*/false, /*right=*/false)
+  const at::Tensor codes = nearest_index(scaled, levels_on(w.device()))
                                .view({-1})
                                .slice(0, 0, flat.numel())
                                .to(at::kByte);
@@ -59,6 +117,7 @@ Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size) {
   q.absmax = absmax.contiguous();
   q.shape = w.sizes().vec();
   q.block_size = block_size;
+  if (double_quant) double_quantize(q);
   return q;
 }
 

@@ -5,7 +5,11 @@
 // becomes the index of its nearest level. Dequantized: level[code] * absmax.
 //
 // Storage as bitsandbytes keeps it: two codes per byte, the first element in the high nibble,
-// absmax in float32 (one per block). Double quantization of the absmax values is not here yet.
+// absmax in float32 (one per block), or, with double quantization (QLoRA's, bitsandbytes'
+// compress_statistics), absmax itself quantized: offset = mean(absmax), then (absmax - offset) in
+// blocks of 256 to the nearest of the 256 values of bitsandbytes' signed dynamic 8-bit map, times
+// each block's float32 absmax. The 4-bit codes are chosen with the exact absmax; dequantization
+// uses the decoded one: level[code] * (map[q] * nested_absmax + offset).
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -34,17 +38,32 @@ inline constexpr std::array<float, 16> kNf4Levels = {-1.0f,
                                                      0.7229568362236023f,
                                                      1.0f};
 
+inline constexpr int64_t kNf4NestedBlockSize = 256;
+
 struct Nf4Weight {
   at::Tensor packed;  // uint8 (ceil(numel / 2)): codes 2i (high nibble) and 2i+1 (low nibble)
-  at::Tensor absmax;  // float32 (ceil(numel / block_size)): each block's max |w|
+  // float32 (ceil(numel / block_size)): each block's scale as dequantization uses it: max |w|, or
+  // its double-quantized value.
+  at::Tensor absmax;
   std::vector<int64_t> shape;
   int64_t block_size = 64;
+  // Double quantization: absmax's 8-bit codes, the float32 absmax of each of their blocks of 256,
+  // and the offset; undefined / 0 without it.
+  bool double_quant = false;
+  at::Tensor absmax_codes;   // uint8 (ceil(numel / block_size))
+  at::Tensor nested_absmax;  // float32 (ceil(absmax_codes / 256))
+  float offset = 0;
 };
+
+// bitsandbytes' signed dynamic 8-bit map (create_dynamic_map(signed=True), Dettmers 2015's dynamic
+// tree quantization): for i = 0..6, the 2^i midpoints of linspace(0.1, 1, 2^i + 1) times 10^(i-6),
+// with both signs, plus 0 and 1; ascending, 256 values. Built with the same float32 operations.
+const std::array<float, 256>& dynamic_map_signed();
 
 // w: any shape, any float dtype, finite (computed in float32 on w's device). A value exactly
 // between two levels takes the lower one; an all-zero block has absmax 0 and decodes to zeros.
 // Throws rqat::Error for block_size < 2 or odd, an empty or non-finite w.
-Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size = 64);
+Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size = 64, bool double_quant = false);
 
 // The codes, one uint8 in [0, 16) per element, in w's shape.
 at::Tensor nf4_codes(const Nf4Weight& q);

@@ -115,8 +115,14 @@ class Quantizer {
       q = rtn_quantize(w, options_.spec);
     }
     const auto dequantized = finalize(q).to(w.device());
-    if (hessian.defined())
-      report.relative_error = relative_error(w, dequantized, hessian.to(w.device()));
+    if (hessian.defined()) {
+      // In the output space of the layer before AWQ folded 1/s into its rows: rows times s.
+      const auto found = output_scales_.find(slot.name);
+      const at::Tensor rows = found == output_scales_.end()
+                                  ? at::ones({w.size(0), 1}, w.options())
+                                  : found->second.to(w.device()).unsqueeze(1);
+      report.relative_error = relative_error(w * rows, dequantized * rows, hessian.to(w.device()));
+    }
     layer.assign_weight(dequantized);
     report.seconds = seconds_since(start);
     if (options_.verbose) log_layer(log_, report);
@@ -124,7 +130,11 @@ class Quantizer {
     result_.reports.push_back(std::move(report));
   }
 
+  // AWQ scaled the rows (outputs) of layer `name` by 1 / s: its error is reported times s.
+  void set_output_scale(const std::string& name, const at::Tensor& s) { output_scales_[name] = s; }
+
  private:
+  std::map<std::string, at::Tensor> output_scales_;
   const PtqOptions& options_;
   std::ostream& log_;
   PtqResult& result_;
@@ -133,7 +143,7 @@ class Quantizer {
 void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOptions& options) {
   options.spec.validate("--");
   if (options.batch_size < 1) fail("--batch-size must be >= 1, got {}", options.batch_size);
-  const bool needs_data = options.method != PtqMethod::kRtn;
+  const bool needs_data = options.method != PtqMethod::kRtn && options.method != PtqMethod::kNf4;
   if (!ids.defined()) {
     if (needs_data)
       fail("--method {} needs calibration data (--calib FILE)", enum_name(options.method));
@@ -159,6 +169,25 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
   const auto start = Clock::now();
   auto slots = model.linear_layers(/*include_lm_head=*/true);
 
+  if (options.method == PtqMethod::kNf4) {  // from the weights alone, decoded in place
+    for (const auto& slot : slots) {
+      if (!options.spec.quantizes(slot.name)) continue;
+      const auto start_layer = Clock::now();
+      auto& layer = dense_layer(slot);
+      Nf4Weight q =
+          nf4_quantize(layer.effective_weight(), options.nf4.block_size, options.nf4.double_quant);
+      layer.assign_weight(nf4_dequantize(q));
+      LayerReport report;
+      report.name = slot.name;
+      report.out_features = q.shape[0];
+      report.in_features = q.shape[1];
+      report.seconds = seconds_since(start_layer);
+      result.reports.push_back(std::move(report));
+      result.nf4_layers.emplace_back(slot.name, std::move(q));
+    }
+    result.seconds = seconds_since(start);
+    return result;
+  }
   if (!calibration_ids.defined()) {  // RTN from the weights alone
     for (const auto& slot : slots)
       if (options.spec.quantizes(slot.name)) quantizer.quantize_layer(slot, {});
@@ -190,9 +219,22 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
           std::max<int64_t>(1, (total_rows + options.awq.max_rows - 1) / options.awq.max_rows);
       std::map<std::string, std::vector<at::Tensor>> kept;
       std::vector<std::unique_ptr<ScopedCapture>> captures;
+      // The attention module's loss needs whole sequences: the first batches, up to max_rows
+      // tokens, of q_proj's input (the attention's input), with their contexts.
+      std::size_t batch = 0;
+      int64_t attention_tokens = 0;
+      inputs.layer_index = index;
       for (auto& [name, slot] : local) {
         captures.push_back(
             std::make_unique<ScopedCapture>(slot, [&, name = name](const at::Tensor& x) {
+              if (name == "self_attn.q_proj") {
+                if (attention_tokens < options.awq.max_rows) {
+                  inputs.attention_inputs.push_back(x.detach().clone());
+                  inputs.attention_contexts.push_back(data.contexts[batch]);
+                  attention_tokens += x.numel() / x.size(-1);
+                }
+                ++batch;
+              }
               const auto rows = x.reshape({-1, x.size(-1)}).to(at::kFloat);
               auto sum = rows.abs().sum(0);
               auto& mean = inputs.channel_mean_abs[name];
@@ -208,12 +250,15 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
             inputs.channel_mean_abs[name] / static_cast<double>(total_rows);
         captured_bytes += inputs.rows[name].numel() * 4;
       }
+      for (const auto& x : inputs.attention_inputs) captured_bytes += x.numel() * x.element_size();
       auto groups = awq_scale_block(layer, prefix, inputs, options.spec, options.awq);
       for (auto& g : groups) {
         if (options.verbose)
           log << fmt::format("  awq {} -> {}: alpha {:.2f}, loss {:.4g} -> {:.4g}\n", g.previous,
                              fmt::join(g.layers, ", "), g.alpha, g.loss_identity, g.loss_best);
         g.previous = prefix + g.previous;
+        if (local.count(g.previous.substr(prefix.size())))
+          quantizer.set_output_scale(g.previous, g.scales);  // v_proj, up_proj
         result.awq_groups.push_back(std::move(g));
       }
     }

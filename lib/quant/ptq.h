@@ -17,19 +17,22 @@
 #include "model/decoder.h"
 #include "quant/awq.h"
 #include "quant/gptq.h"
+#include "quant/nf4_linear.h"
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
 
 namespace rqat::quant {
 
-enum class PtqMethod { kRtn, kGptq, kAwq, kCount };
-constexpr EnumNames<PtqMethod> enum_names(PtqMethod) { return {"rtn", "gptq", "awq"}; }
+enum class PtqMethod { kRtn, kGptq, kAwq, kNf4, kCount };
+constexpr EnumNames<PtqMethod> enum_names(PtqMethod) { return {"rtn", "gptq", "awq", "nf4"}; }
 
 struct PtqOptions {
   PtqMethod method = PtqMethod::kGptq;
   QuantSpec spec;
   GptqOptions gptq;
   AwqOptions awq;
+  Nf4Options
+      nf4;  // method nf4: the spec's include/exclude select the layers; bits and groups unused
   int64_t batch_size = 8;  // calibration sequences per block forward
   bool verbose = true;     // one line per quantized layer on the log stream
 };
@@ -48,9 +51,10 @@ struct LayerReport {
 };
 
 struct PtqResult {
-  std::map<std::string, QuantizedWeight> layers;  // by module name
-  std::vector<LayerReport> reports;               // in quantization order
-  std::vector<AwqGroupReport> awq_groups;         // AWQ: chosen scales per block and group
+  std::map<std::string, QuantizedWeight> layers;              // by module name (uniform methods)
+  std::vector<std::pair<std::string, Nf4Weight>> nf4_layers;  // method nf4, in model order
+  std::vector<LayerReport> reports;                           // in quantization order
+  std::vector<AwqGroupReport> awq_groups;  // AWQ: chosen scales per block and group
   double seconds = 0;
   int64_t peak_activation_bytes = 0;  // hidden states and captured rows held at once
 };
@@ -58,7 +62,8 @@ struct PtqResult {
 // Quantizes `model` in place: every layer the spec selects gets its dequantized weight (scales
 // rounded to float16, as GPTQ checkpoints store them, so an export holds exactly these weights).
 // calibration_ids: (N, T) int64 token ids; required for GPTQ and AWQ, optional for RTN (with it,
-// RTN reports reconstruction errors). Errors (spec, shapes, missing data) come before any work.
+// RTN reports reconstruction errors), unused by NF4 (which also writes its decoded weights). Errors
+// (spec, shapes, missing data) come before any work.
 PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_ids,
                          const PtqOptions& options, std::ostream& log);
 

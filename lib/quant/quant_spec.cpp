@@ -81,14 +81,21 @@ void QuantSpec::validate(std::string_view where) const {
     fail("{} = {}: must be -1 (one group per output row) or a positive number of input columns",
          field_name(where, "group_size"), group_size);
   }
+  if (per_tensor && group_size != -1)
+    fail("{} = true needs {} = -1 (one scale for the whole weight), got {}",
+         field_name(where, "per_tensor"), field_name(where, "group_size"), group_size);
   check_patterns(include, where, "include");
   check_patterns(exclude, where, "exclude");
 }
 
 io::Json QuantSpec::to_json() const {
-  return {{"bits", bits},           {"group_size", group_size},
-          {"symmetric", symmetric}, {"clip_search", clip_search},
-          {"include", include},     {"exclude", exclude}};
+  io::Json json = {{"bits", bits},           {"group_size", group_size},
+                   {"symmetric", symmetric}, {"clip_search", clip_search},
+                   {"include", include},     {"exclude", exclude}};
+  // Written only when set, so the specs of earlier artifacts read back unchanged.
+  if (per_tensor) json["per_tensor"] = true;
+  if (v1_zeros) json["v1_zeros"] = true;
+  return json;
 }
 
 QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
@@ -103,14 +110,21 @@ QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
     } else if (key == "group_size") {
       if (!value.is_number_integer()) fail("{} must be an integer, got {}", name, value.dump());
       spec.group_size = value.get<int64_t>();
-    } else if (key == "symmetric" || key == "clip_search") {
+    } else if (key == "symmetric" || key == "clip_search" || key == "per_tensor" ||
+               key == "v1_zeros") {
       if (!value.is_boolean()) fail("{} must be true or false, got {}", name, value.dump());
-      (key == "symmetric" ? spec.symmetric : spec.clip_search) = value.get<bool>();
+      bool& field = key == "symmetric"     ? spec.symmetric
+                    : key == "clip_search" ? spec.clip_search
+                    : key == "per_tensor"  ? spec.per_tensor
+                                           : spec.v1_zeros;
+      field = value.get<bool>();
     } else if (key == "include" || key == "exclude") {
       (key == "include" ? spec.include : spec.exclude) = string_list(value, name);
     } else {
-      fail("{}: unknown key (known: bits, group_size, symmetric, clip_search, include, exclude)",
-           name);
+      fail(
+          "{}: unknown key (known: bits, group_size, symmetric, clip_search, per_tensor, "
+          "v1_zeros, include, exclude)",
+          name);
     }
   }
   spec.validate(where);
@@ -118,10 +132,12 @@ QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
 }
 
 std::string QuantSpec::describe() const {
-  std::string out = group_size == -1 ? fmt::format("W{} per-channel", bits)
-                                     : fmt::format("W{}G{}", bits, group_size);
+  std::string out = per_tensor         ? fmt::format("W{} per-tensor", bits)
+                    : group_size == -1 ? fmt::format("W{} per-channel", bits)
+                                       : fmt::format("W{}G{}", bits, group_size);
   out += symmetric ? " sym" : " asym";
   if (clip_search) out += " clip";
+  if (v1_zeros && !symmetric) out += " v1-zeros";
   return out;
 }
 

@@ -18,6 +18,15 @@ struct QuantSpec {
   int64_t group_size = 128;  // consecutive input columns sharing (scale, zero); -1: one per row
   bool symmetric = false;    // asymmetric (integer zero point) by default
   bool clip_search = false;  // shrink the range to minimize the weight's squared error (GPTQ mse)
+  // One (scale, zero) for the whole weight, as study A's 8-bit quantization-aware RL. Stored like
+  // per-channel parameters (one per row, all equal), so every layout, kernel and export that
+  // reads per-channel parameters reads it as it is. Needs group_size -1.
+  bool per_tensor = false;
+  // Asymmetric zero points >= 1, so that the GPTQ v1 format (it stores zero - 1) can hold every
+  // one: where the min-max rule gives zero 0 (a minimum within half a step of 0), the step
+  // becomes max / (maxq - 1) with zero 1, a grid that still spans [min, max]. ptq and the
+  // trainers set it before any work when they are to export v1.
+  bool v1_zeros = false;
   // Which linear layers are quantized, as ECMAScript regexes matched against the whole Hugging
   // Face module name (e.g. "model.layers.3.self_attn.q_proj"). A layer is quantized when it
   // matches some include pattern and no exclude pattern. Default: every linear layer inside the

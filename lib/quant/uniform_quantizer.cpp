@@ -35,7 +35,7 @@ double clip_error(const float* row, int64_t count, ScaleZero p, float max_code) 
 }
 
 ScaleZero row_params(const float* row, int64_t count, float max_code, bool symmetric,
-                     bool clip_search) {
+                     bool clip_search, bool v1_zeros) {
   float lo = 0, hi = 0;  // the range always contains 0, so that 0 is exactly representable
   for (int64_t i = 0; i < count; ++i) {
     lo = std::min(lo, row[i]);
@@ -48,7 +48,11 @@ ScaleZero row_params(const float* row, int64_t count, float max_code, bool symme
   const float sym_zero = (max_code + 1) / 2;
   auto params_for = [&](float lo_, float hi_) {
     const float scale = (hi_ - lo_) / max_code;
-    return ScaleZero{scale, symmetric ? sym_zero : std::nearbyint(-lo_ / scale)};
+    if (symmetric) return ScaleZero{scale, sym_zero};
+    const float zero = std::nearbyint(-lo_ / scale);
+    // v1 zeros: -lo < scale / 2 here, so the grid [-hi / (maxq - 1), hi] still holds lo.
+    if (v1_zeros && zero == 0) return ScaleZero{hi_ / (max_code - 1), 1.0f};
+    return ScaleZero{scale, zero};
   };
   ScaleZero best = params_for(lo, hi);
   // An all-zero row (or one so tiny that its step underflows) gets the range [-1, 1].
@@ -81,6 +85,15 @@ RowParams find_row_params(const at::Tensor& block, const QuantSpec& spec) {
          fmt::join(block.sizes(), "x"));
   at::NoGradGuard no_grad;
   auto x = block.to(at::kCPU, at::kFloat).contiguous();
+  if (spec.per_tensor) {
+    // One row of every value; its (scale, zero) repeated for each row of the block.
+    const int64_t rows = x.size(0);
+    QuantSpec whole = spec;
+    whole.per_tensor = false;
+    RowParams one = find_row_params(x.reshape({1, -1}), whole);
+    return {one.scales.expand({rows}).contiguous().to(block.device()),
+            one.zeros.expand({rows}).contiguous().to(block.device())};
+  }
   const int64_t rows = x.size(0), count = x.size(1);
   if (!at::isfinite(x).all().item<bool>())
     fail("quantizer: the weights hold NaN or infinite values");
@@ -92,8 +105,8 @@ RowParams find_row_params(const at::Tensor& block, const QuantSpec& spec) {
   const int64_t grain = std::max<int64_t>(1, (spec.clip_search ? 256 : 16384) / count);
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const ScaleZero p =
-          row_params(src + r * count, count, max_code, spec.symmetric, spec.clip_search);
+      const ScaleZero p = row_params(src + r * count, count, max_code, spec.symmetric,
+                                     spec.clip_search, spec.v1_zeros);
       s[r] = p.scale;
       z[r] = p.zero;
     }

@@ -4,6 +4,7 @@
 //               0); scale = (xmax - xmin) / maxq, zero = round(-xmin / scale)
 //   symmetric:  a = max(|xmin|, xmax); scale = 2a / maxq, zero = (maxq + 1) / 2
 //   an all-zero row uses xmin = -1, xmax = 1 (any positive scale represents it exactly)
+//   QuantSpec::v1_zeros, asymmetric: a zero of 0 becomes 1 with scale = xmax / (maxq - 1)
 //   code = clamp(round(w / scale) + zero, 0, maxq), w' = (code - zero) * scale
 // with maxq = 2^bits - 1, float32 arithmetic and round half to even (like torch.round).
 // One deliberate difference from the reference: it computes a symmetric row whose weights are all
@@ -42,8 +43,9 @@ struct RowParams {
 };
 
 // (scale, zero) of every row of `block` (rows, k), k >= 1, any float dtype (computed in float32),
-// under spec.bits / spec.symmetric / spec.clip_search. The group size of `spec` is not used: the
-// caller passes the columns of one group.
+// under spec.bits / spec.symmetric / spec.clip_search / spec.v1_zeros. The group size of `spec`
+// is not used: the caller passes the columns of one group. spec.per_tensor: one (scale, zero)
+// over the whole block, the same rule applied to all its values, repeated for every row.
 RowParams find_row_params(const at::Tensor& block, const QuantSpec& spec);
 
 // Integer codes (uint8) of `weight` (out, in) for per-group scales and zeros (out, groups) and

@@ -45,15 +45,26 @@ struct Policy {
   quant::QuantSpec spec;
   bool quantized = false;  // qat: fake-quantized layers to materialize at export
   std::vector<std::string> lora_layers;
+  size_t output_quant_layers = 0;  // layers whose output is fake-quantized (removed at export)
+  io::Json quant_record;           // the manifest's "quant" when it is not `spec` (an NF4 base)
 };
 
-Policy load_policy(const GrpoCommandOptions& o, c10::Device device) {
+// The policy of o.mode; with --output-quant-bits every linear layer is then wrapped.
+Policy load_mode_policy(const GrpoCommandOptions& o, c10::Device device) {
   Policy p;
   p.model = quant::load_model(o.model_dir, model::LoadOptions{at::kFloat, device});
   if (o.mode == PolicyMode::kFull) return p;
+  if (o.mode == PolicyMode::kQlora && o.qlora_base == QloraBase::kNf4) {
+    // The frozen NF4 base keeps its packed codes; the adapters train over it.
+    quant::attach_nf4(*p.model, o.spec, o.nf4.block_size, o.nf4.double_quant);
+    p.quant_record = o.nf4.to_json(o.spec);
+    p.lora_layers = attach_lora(*p.model, o.lora, o.lora_targets);
+    return p;
+  }
   const QuantPlan plan = plan_quantization(o.model_dir, o.bits, o.spec, o.init);
   std::vector<std::string> layers;
-  p.spec = attach_quant_plan(*p.model, plan, o.model_dir, o.bits, o.fake_quant, false, layers);
+  p.spec =
+      attach_quant_plan(*p.model, plan, o.model_dir, o.bits, o.fake_quant, std::nullopt, layers);
   if (o.mode == PolicyMode::kQat) {
     p.quantized = plan.quantize;
     return p;
@@ -61,6 +72,13 @@ Policy load_policy(const GrpoCommandOptions& o, c10::Device device) {
   // qlora: the quantized weights become the frozen base (exactly the dequantized codes).
   if (plan.quantize) materialize_fake_quant(*p.model, p.spec);
   p.lora_layers = attach_lora(*p.model, o.lora, o.lora_targets);
+  return p;
+}
+
+Policy load_policy(const GrpoCommandOptions& o, c10::Device device) {
+  o.output_quant.validate();
+  Policy p = load_mode_policy(o, device);
+  p.output_quant_layers = quant::attach_output_quant(*p.model, o.output_quant).size();
   return p;
 }
 
@@ -80,8 +98,9 @@ io::Json grpo_fingerprint(const GrpoCommandOptions& o, const Policy& policy, siz
       {"model", o.model_dir.string()},
       {"data", o.data.string()},
       {"prompts", prompts},
-      {"quant", policy.quantized || !policy.lora_layers.empty() ? policy.spec.to_json()
-                                                                : io::Json(nullptr)}};
+      {"quant", !policy.quant_record.is_null()                    ? policy.quant_record
+                : policy.quantized || !policy.lora_layers.empty() ? policy.spec.to_json()
+                                                                  : io::Json(nullptr)}};
   fingerprint.update(io::settings_json(o));  // mode, rollouts, objective, ... at the top level
   fingerprint["optimizer"] = trainer_fingerprint(o.trainer);
   return fingerprint;
@@ -128,6 +147,7 @@ EvaluateFn make_evaluate(const GrpoCommandOptions& o, model::CausalLM& policy, c
 void write_artifact(const GrpoCommandOptions& o, Policy& policy, const io::Json& fingerprint,
                     int world_size, StepMetricsLog& metrics, const GrpoCommandResult& result,
                     std::ostream& out) {
+  quant::remove_output_quant(*policy.model);  // the artifact holds the trained weights
   quant::QuantState state;
   if (policy.quantized) state = materialize_fake_quant(*policy.model, policy.spec);
   if (!policy.lora_layers.empty()) {
@@ -203,6 +223,11 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
                comm->world_size(), optimizer.parameter_count())
         << "options:\n"
         << io::options_table(o) << io::options_table(o.trainer);
+  if (comm->is_main() && policy.output_quant_layers > 0)
+    out << fmt::format(
+        "policy: the outputs of {} linear layers fake-quantized to {} bits (dynamic per-tensor "
+        "scale, {} gradient)\n",
+        policy.output_quant_layers, o.output_quant.bits, enum_name(o.output_quant.grad));
 
   GrpoStep step(*policy.model, reference.get(), tokenizer, prompts, *reward, *comm,
                 step_options(o, config, padding_token_id(*tokenizer), device));

@@ -28,6 +28,8 @@
 #include "io/options.h"
 #include "model/lora_linear.h"
 #include "quant/fake_quant_linear.h"
+#include "quant/nf4_linear.h"
+#include "quant/output_quant_linear.h"
 #include "quant/quant_spec.h"
 #include "rl/grpo_objective.h"
 #include "tools/qat_command.h"
@@ -38,6 +40,10 @@ namespace rqat::tools {
 
 enum class PolicyMode { kFull, kQat, kQlora, kCount };
 constexpr EnumNames<PolicyMode> enum_names(PolicyMode) { return {"full", "qat", "qlora"}; }
+// The frozen base of --mode qlora: uniform (RTN with --bits/--group-size, or the artifact's quant
+// state) or NF4 (bitsandbytes' QLoRA base, --nf4-block-size, --nf4-double-quant).
+enum class QloraBase { kUniform, kNf4, kCount };
+constexpr EnumNames<QloraBase> enum_names(QloraBase) { return {"uniform", "nf4"}; }
 
 struct GrpoCommandOptions {
   PolicyMode mode = PolicyMode::kFull;
@@ -53,6 +59,10 @@ struct GrpoCommandOptions {
   quant::QuantSpec spec;
   train::QuantInit init = train::QuantInit::kAuto;
   quant::FakeQuantOptions fake_quant;
+  // Study A's hook variant: every linear layer's output fake-quantized (any mode; off by default).
+  quant::OutputQuantOptions output_quant;
+  QloraBase qlora_base = QloraBase::kUniform;
+  quant::Nf4Options nf4;
   model::LoraOptions lora;
   std::vector<std::string> lora_targets = {R"(.*\.(q|k|v|o|gate|up|down)_proj)"};
   // Rollouts.
@@ -94,6 +104,10 @@ struct GrpoCommandOptions {
             "Policy: full (all weights), qat (fake-quantized, STE) or qlora (frozen quantized base "
             "+ LoRA)");
     v.value(self.max_prompts, "max-prompts", "Use the first N prompts (0: all)");
+    quant::OutputQuantOptions::for_each(self.output_quant, v);
+    v.value(self.qlora_base, "qlora-base",
+            "qlora: frozen base of uniform levels (--bits, or the quant state) or nf4");
+    quant::Nf4Options::for_each(self.nf4, v);
     v.value(self.lora.rank, "lora-rank", "qlora: adapter rank");
     v.value(self.lora.alpha, "lora-alpha", "qlora: scale alpha / rank");
     v.value(self.lora.dropout, "lora-dropout", "qlora: adapter input dropout");

@@ -11,6 +11,7 @@
 #include "io/hdf5_columns.h"
 #include "io/manifest.h"
 #include "model/model_dir.h"
+#include "quant/bnb_checkpoint.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/gptq_packing.h"
 #include "quant/load_model.h"
@@ -73,92 +74,78 @@ std::string layer_table(const PtqResult& result) {
   return text;
 }
 
-}  // namespace
+// The export format of --export: gptq / gptq_v2 for the uniform methods, bnb for nf4.
+struct ExportChoice {
+  std::optional<GptqFormat> gptq;
+  bool bnb = false;
+};
 
-PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream& out) {
-  // --- Everything checkable before work: spec, method, export format, calibration data.
-  const auto& ptq = options.ptq;
-  ptq.spec.validate("--");
-  if (options.out_dir.empty()) fail("--out is required");
-  if (ptq.method != PtqMethod::kRtn && !options.calibration)
-    fail("--method {} needs calibration data (--calib FILE)", enum_name(ptq.method));
-  std::optional<GptqFormat> export_format;
-  if (!options.export_format.empty())
-    export_format = parse_enum<GptqFormat>(options.export_format, "--export");
-  const auto config = model::ModelConfig::load(options.model_dir / "config.json");
-
-  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
-  std::optional<CalibrationSet> calibration;
-  if (options.calibration) {
-    auto calib = *options.calibration;
-    calib.max_positions = config.max_position_embeddings;
-    std::optional<chat::ChatTemplate> chat;
-    if (calib.data.use_chat_template) chat = chat::ChatTemplate::load(options.model_dir);
-    calibration = build_calibration_set(calib, *tokenizer, chat ? &*chat : nullptr);
-    out << fmt::format("calibration: {} samples x {} tokens ({}) from {}\n",
-                       calibration->input_ids.size(0), calibration->seq_len, calibration->sampling,
-                       calib.data.path.string());
+ExportChoice export_choice(const PtqCommandOptions& options, PtqMethod method) {
+  ExportChoice choice;
+  if (options.export_format.empty()) return choice;
+  if (method == PtqMethod::kNf4) {
+    if (options.export_format != "bnb")
+      fail("--export {}: --method nf4 exports bitsandbytes checkpoints only (--export bnb)",
+           options.export_format);
+    choice.bnb = true;
+    return choice;
   }
+  if (options.export_format == "bnb")
+    fail("--export bnb: bitsandbytes checkpoints hold NF4 weights (--method nf4)");
+  choice.gptq = parse_enum<GptqFormat>(options.export_format, "--export");
+  return choice;
+}
 
-  auto model =
-      quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
-  if (export_format) check_gptq_exportable(*model, ptq.spec);
-  out << fmt::format("ptq: {} {} of {}\n", enum_name(ptq.method), ptq.spec.describe(),
-                     options.model_dir.string());
-
-  PtqCommandResult result;
-  result.ptq =
-      quantize_model(*model, calibration ? calibration->input_ids : at::Tensor(), ptq, out);
-
-  // --- The artifact.
-  model::SaveOptions save;
-  save.dtype = at::kFloat;  // dequantized weights are exact in float32 only
-  save.tokenizer_from = options.model_dir;
-  model::save_causal_lm(*model, options.out_dir, save);
-  save_quant_state(options.out_dir, {ptq.spec, result.ptq.layers});
-  write_layer_metrics(options.out_dir / "metrics.h5", result.ptq,
-                      std::string(enum_name(ptq.method)));
-
-  double error_sum = 0;
-  int64_t error_count = 0;
-  for (const auto& r : result.ptq.reports)
-    if (!std::isnan(r.relative_error)) error_sum += r.relative_error, ++error_count;
-  result.mean_relative_error =
-      error_count ? error_sum / error_count : std::numeric_limits<double>::quiet_NaN();
-
-  if (export_format) {
-    GptqExportOptions export_options;
-    export_options.format = *export_format;
-    export_options.method = enum_name(ptq.method);
-    if (ptq.method == PtqMethod::kGptq) {
-      export_options.damp_percent = ptq.gptq.damp_percent;
-      export_options.true_sequential = true;
-      export_options.static_groups = ptq.gptq.static_groups;
-    }
-    const auto dir = options.out_dir / "gptq";
-    const auto summary =
-        export_gptq_checkpoint(*model, result.ptq.layers, ptq.spec, dir, export_options);
-    model::copy_tokenizer_files(options.model_dir, dir);
-    out << fmt::format("exported {} packed layers ({} format, {:.2f} MB packed) to {}\n",
-                       summary.quantized_layers, enum_name(*export_format),
-                       summary.packed_bytes / 1e6, dir.string());
+void export_gptq(const PtqCommandOptions& options, const PtqOptions& ptq,
+                 const model::CausalLM& model, const PtqResult& ptq_result, GptqFormat format,
+                 std::ostream& out) {
+  GptqExportOptions export_options;
+  export_options.format = format;
+  export_options.method = enum_name(ptq.method);
+  if (ptq.method == PtqMethod::kGptq) {
+    export_options.damp_percent = ptq.gptq.damp_percent;
+    export_options.true_sequential = true;
+    export_options.static_groups = ptq.gptq.static_groups;
   }
-  result.peak_rss_mb = peak_rss_mb();
+  const auto dir = options.out_dir / "gptq";
+  const auto summary =
+      export_gptq_checkpoint(model, ptq_result.layers, ptq.spec, dir, export_options);
+  model::copy_tokenizer_files(options.model_dir, dir);
+  out << fmt::format("exported {} packed layers ({} format, {:.2f} MB packed) to {}\n",
+                     summary.quantized_layers, enum_name(format), summary.packed_bytes / 1e6,
+                     dir.string());
+}
 
+void export_bnb(const PtqCommandOptions& options, const model::CausalLM& model,
+                const PtqResult& ptq_result, std::ostream& out) {
+  const auto dir = options.out_dir / "bnb";
+  export_bnb_checkpoint(model, ptq_result.nf4_layers, dir, {});
+  model::copy_tokenizer_files(options.model_dir, dir);
+  out << fmt::format("exported {} NF4 layers (bitsandbytes 4-bit) to {}\n",
+                     ptq_result.nf4_layers.size(), dir.string());
+}
+
+void write_ptq_manifest(const PtqCommandOptions& options, const PtqOptions& ptq,
+                        const std::optional<CalibrationSet>& calibration,
+                        const PtqCommandResult& result) {
   io::Manifest manifest;
   manifest.tool = "ptq";
   manifest.inputs["model"] = options.model_dir.string();
   if (options.calibration) manifest.inputs["calibration"] = options.calibration->data.path.string();
   manifest.config["method"] = enum_name(ptq.method);
-  manifest.config["quant"] = ptq.spec.to_json();
+  manifest.config["quant"] =
+      ptq.method == PtqMethod::kNf4 ? ptq.nf4.to_json(ptq.spec) : ptq.spec.to_json();
   if (ptq.method == PtqMethod::kGptq) {
     manifest.config["gptq"] = io::options_json(ptq.gptq);
     manifest.config["gptq"]["true_sequential"] = true;  // rqat quantizes layers in order
   }
   if (ptq.method == PtqMethod::kAwq) {
-    manifest.config["awq"] = {{"grid", ptq.awq.grid},
-                              {"max_rows", ptq.awq.max_rows},
-                              {"scale_v_to_o", ptq.awq.scale_v_to_o}};
+    manifest.config["awq"] = io::options_json(ptq.awq);
+    manifest.config["awq"]["max_rows"] = ptq.awq.max_rows;
+    manifest.config["awq"]["scale_v_to_o"] = ptq.awq.scale_v_to_o;
+    manifest.config["awq"]["clip_grid"] = ptq.awq.clip_grid;
+    manifest.config["awq"]["clip_max_shrink"] = ptq.awq.clip_max_shrink;
+    manifest.config["awq"]["clip_tokens"] = ptq.awq.clip_tokens;
   }
   manifest.config["batch_size"] = ptq.batch_size;
   manifest.config["export"] = options.export_format;
@@ -171,6 +158,75 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   manifest.metrics["peak_activation_mb"] = result.ptq.peak_activation_bytes / 1e6;
   manifest.metrics["peak_rss_mb"] = result.peak_rss_mb;
   io::write_manifest(options.out_dir, manifest);
+}
+
+std::optional<CalibrationSet> load_calibration(const PtqCommandOptions& options,
+                                               const model::ModelConfig& config,
+                                               std::ostream& out) {
+  if (!options.calibration) return std::nullopt;
+  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
+  auto calib = *options.calibration;
+  calib.max_positions = config.max_position_embeddings;
+  std::optional<chat::ChatTemplate> chat;
+  if (calib.data.use_chat_template) chat = chat::ChatTemplate::load(options.model_dir);
+  CalibrationSet set = build_calibration_set(calib, *tokenizer, chat ? &*chat : nullptr);
+  out << fmt::format("calibration: {} samples x {} tokens ({}) from {}\n", set.input_ids.size(0),
+                     set.seq_len, set.sampling, calib.data.path.string());
+  return set;
+}
+
+}  // namespace
+
+PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream& out) {
+  // --- Everything checkable before work: spec, method, export format, calibration data.
+  PtqOptions ptq = options.ptq;
+  ptq.spec.validate("--");
+  if (options.out_dir.empty()) fail("--out is required");
+  const bool needs_data = ptq.method != PtqMethod::kRtn && ptq.method != PtqMethod::kNf4;
+  if (needs_data && !options.calibration)
+    fail("--method {} needs calibration data (--calib FILE)", enum_name(ptq.method));
+  const ExportChoice exports = export_choice(options, ptq.method);
+  // A v1 export is decided now: its zero points are kept >= 1 while quantizing.
+  if (exports.gptq == GptqFormat::kV1 && !ptq.spec.symmetric && !ptq.spec.v1_zeros) {
+    ptq.spec.v1_zeros = true;
+    out << "--export gptq: asymmetric zero points kept >= 1 (v1 stores zero - 1)\n";
+  }
+  const auto config = model::ModelConfig::load(options.model_dir / "config.json");
+  const std::optional<CalibrationSet> calibration = load_calibration(options, config, out);
+
+  auto model =
+      quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
+  if (exports.gptq) check_gptq_exportable(*model, ptq.spec, *exports.gptq);
+  out << fmt::format(
+      "ptq: {} {} of {}\n", enum_name(ptq.method),
+      ptq.method == PtqMethod::kNf4 ? ptq.nf4.to_json(ptq.spec).dump() : ptq.spec.describe(),
+      options.model_dir.string());
+
+  PtqCommandResult result;
+  result.ptq =
+      quantize_model(*model, calibration ? calibration->input_ids : at::Tensor(), ptq, out);
+
+  // --- The artifact.
+  model::SaveOptions save;
+  save.dtype = at::kFloat;  // dequantized weights are exact in float32 only
+  save.tokenizer_from = options.model_dir;
+  model::save_causal_lm(*model, options.out_dir, save);
+  // NF4 is no uniform grid: its codes live in the bnb export only (QAT starts from the weights).
+  if (ptq.method != PtqMethod::kNf4)
+    save_quant_state(options.out_dir, {ptq.spec, result.ptq.layers});
+  write_layer_metrics(options.out_dir / "metrics.h5", result.ptq,
+                      std::string(enum_name(ptq.method)));
+
+  double error_sum = 0;
+  int64_t error_count = 0;
+  for (const auto& r : result.ptq.reports)
+    if (!std::isnan(r.relative_error)) error_sum += r.relative_error, ++error_count;
+  result.mean_relative_error =
+      error_count ? error_sum / error_count : std::numeric_limits<double>::quiet_NaN();
+  if (exports.gptq) export_gptq(options, ptq, *model, result.ptq, *exports.gptq, out);
+  if (exports.bnb) export_bnb(options, *model, result.ptq, out);
+  result.peak_rss_mb = peak_rss_mb();
+  write_ptq_manifest(options, ptq, calibration, result);
 
   out << layer_table(result.ptq);
   out << fmt::format(

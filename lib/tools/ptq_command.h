@@ -28,8 +28,8 @@ struct PtqCommandOptions {
   std::filesystem::path out_dir;
   quant::PtqOptions ptq;
   std::optional<quant::CalibrationOptions> calibration;  // required for gptq and awq
-  std::string export_format;                             // "", "gptq" or "gptq_v2"
-  at::ScalarType dtype = at::kFloat;                     // compute dtype
+  std::string export_format;          // "", "gptq" or "gptq_v2" (uniform methods), "bnb" (nf4)
+  at::ScalarType dtype = at::kFloat;  // compute dtype
   c10::Device device = c10::kCPU;
 };
 

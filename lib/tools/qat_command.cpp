@@ -88,6 +88,11 @@ void check_files(const QatCommandOptions& options) {
     fail("--eval-data {}: file not found", options.eval_data->path.string());
 }
 
+std::optional<quant::GptqFormat> export_format(const QatCommandOptions& options) {
+  if (options.export_format.empty()) return std::nullopt;
+  return parse_enum<quant::GptqFormat>(options.export_format, "--export");
+}
+
 // Before anything loads: the export and the sequence length fit the plan and the model.
 void check_plan(const QatCommandOptions& options, const model::ModelConfig& config,
                 const QuantPlan& plan) {
@@ -264,7 +269,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
   std::vector<std::string> quantized;
   const quant::QuantSpec spec =
       attach_quant_plan(*student, plan, options.model_dir, options.bits, options.fake_quant,
-                        !options.export_format.empty(), quantized);
+                        export_format(options), quantized);
   student->set_activation_checkpointing(options.activation_checkpointing);
   const auto teacher = teacher_dir.empty() ? nullptr : load_teacher(teacher_dir, config, device);
   if (comm->is_main())

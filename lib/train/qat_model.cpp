@@ -119,24 +119,64 @@ QuantPlan plan_quantization(const fs::path& model_dir, std::optional<int> bits,
   return plan;
 }
 
+namespace {
+
+// A per-tensor scale is stored once per row; learning it per row would no longer be per tensor.
+void check_per_tensor_mode(const quant::QuantSpec& spec, const quant::FakeQuantOptions& options) {
+  if (spec.per_tensor && options.mode != quant::ScaleMode::kFrozen)
+    fail(
+        "--scale-mode {} learns one scale per row and group; a per-tensor spec (--per-tensor) "
+        "trains with --scale-mode frozen only",
+        enum_name(options.mode));
+}
+
+// Refusals of a v1 export that can be made before any work (see attach_quant_plan).
+void check_v1_export(const quant::QuantSpec& spec, const quant::FakeQuantOptions& options) {
+  if (spec.symmetric) return;
+  if (options.mode != quant::ScaleMode::kFrozen)
+    fail(
+        "--export gptq with --scale-mode {}: learned asymmetric zero points may reach 0, which "
+        "the v1 format (zero - 1 stored) cannot hold; export gptq_v2, or use --sym",
+        enum_name(options.mode));
+}
+
+}  // namespace
+
 quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan,
                                    const fs::path& model_dir, std::optional<int> bits,
-                                   const quant::FakeQuantOptions& options, bool check_gptq_export,
+                                   const quant::FakeQuantOptions& options,
+                                   std::optional<quant::GptqFormat> gptq_export,
                                    std::vector<std::string>& layers) {
   if (!plan.quantize) return plan.spec;
+  const bool v1 = gptq_export == quant::GptqFormat::kV1;
   if (plan.from_state) {
     const quant::QuantState state = quant::load_quant_state(model_dir);
+    const std::string state_file = (model_dir / quant::kQuantStateFile).string();
     if (bits && *bits != state.spec.bits)
       fail("--bits {} differs from the {} bits of {}; use --init rtn to requantize", *bits,
-           state.spec.bits, (model_dir / quant::kQuantStateFile).string());
-    if (check_gptq_export) quant::check_gptq_exportable(model, state.spec);
-    layers =
-        attach_fake_quant(model, state, options, (model_dir / quant::kQuantStateFile).string());
+           state.spec.bits, state_file);
+    if (gptq_export) {
+      quant::QuantSpec packing = state.spec;
+      packing.v1_zeros = true;  // the state's own zero points are checked below
+      quant::check_gptq_exportable(model, packing, *gptq_export);
+    }
+    if (v1) {
+      check_v1_export(state.spec, options);
+      quant::check_v1_zero_points(state.layers, state_file);
+    }
+    check_per_tensor_mode(state.spec, options);
+    layers = attach_fake_quant(model, state, options, state_file);
     return state.spec;
   }
-  if (check_gptq_export) quant::check_gptq_exportable(model, plan.spec);
-  layers = attach_fake_quant_rtn(model, plan.spec, options);
-  return plan.spec;
+  quant::QuantSpec spec = plan.spec;
+  if (v1) {
+    check_v1_export(spec, options);
+    spec.v1_zeros = spec.v1_zeros || !spec.symmetric;
+  }
+  if (gptq_export) quant::check_gptq_exportable(model, spec, *gptq_export);
+  check_per_tensor_mode(spec, options);
+  layers = attach_fake_quant_rtn(model, spec, options);
+  return spec;
 }
 
 }  // namespace rqat::train

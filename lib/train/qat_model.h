@@ -19,6 +19,7 @@
 #include "io/enum_names.h"
 #include "model/decoder.h"
 #include "quant/fake_quant_linear.h"
+#include "quant/gptq_packing.h"
 #include "quant/quant_spec.h"
 #include "quant/quant_state.h"
 
@@ -59,10 +60,14 @@ struct QuantPlan {
 QuantPlan plan_quantization(const std::filesystem::path& model_dir, std::optional<int> bits,
                             const quant::QuantSpec& spec, QuantInit init);
 // Swaps the planned layers of `model` for FakeQuantLinear; returns the spec in use and fills
-// `layers` with their names. With check_gptq_export, refuses layers GPTQ cannot pack first.
+// `layers` with their names. With gptq_export, first refuses what that export could not store:
+// layers GPTQ cannot pack; for v1 and asymmetric zero points, a quant state holding zero points
+// of 0 and learned zero points (scale modes other than frozen), while an RTN start keeps its zero
+// points >= 1 (QuantSpec::v1_zeros).
 quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan,
                                    const std::filesystem::path& model_dir, std::optional<int> bits,
-                                   const quant::FakeQuantOptions& options, bool check_gptq_export,
+                                   const quant::FakeQuantOptions& options,
+                                   std::optional<quant::GptqFormat> gptq_export,
                                    std::vector<std::string>& layers);
 
 }  // namespace rqat::train

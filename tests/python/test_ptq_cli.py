@@ -35,6 +35,17 @@ def run(*args):
     return result.stdout
 
 
+def held_out_nll(tmp_path, directories):
+    """`rqat nll` of each model directory on the TinyStories sample."""
+    reports = []
+    for directory in directories:
+        report = tmp_path / f"nll_{len(reports)}.json"
+        run(RQAT_BIN, "nll", "--model", directory, "--data", TINY / "tinystories_sample.txt", "--seq-len", "256",
+            "--json", report, "--device", "cpu")
+        reports.append(json.loads(report.read_text()))
+    return reports
+
+
 def test_ptq_gptq_export_and_state(tmp_path):
     model = tmp_path / "stories"
     run(RQAT_BIN, "convert", "--llama2c", TINY / "stories260K.bin", "--tokenizer-bin", TINY / "tok512.bin",
@@ -74,16 +85,41 @@ def test_ptq_gptq_export_and_state(tmp_path):
     assert names == [n for n in names if ".self_attn." in n] and len(names) == 20
     assert np.all(np.isfinite(errors)) and np.all(errors > 0) and np.all(errors < 1)
 
-    nll = []
-    for directory in (out, out / "gptq"):
-        report = tmp_path / f"nll_{len(nll)}.json"
-        run(RQAT_BIN, "nll", "--model", directory, "--data", TINY / "tinystories_sample.txt", "--seq-len", "256",
-            "--json", report, "--device", "cpu")
-        nll.append(json.loads(report.read_text()))
+    nll = held_out_nll(tmp_path, (out, out / "gptq"))
     assert nll[0]["tokens"] == nll[1]["tokens"]
     assert abs(nll[0]["mean_nll"] - nll[1]["mean_nll"]) < 1e-5
     config = json.loads((out / "gptq" / "config.json").read_text())
     assert config["quantization_config"]["quant_method"] == "gptq"
+
+
+def test_ptq_v1_export_keeps_zero_points_storable(tmp_path):
+    """W2 g32 asymmetric (where zero points of 0 are common) exported as v1: ptq decides before quantizing
+    that zero points stay >= 1, so the export succeeds and reads back as the same model. Also the
+    reference's lazy group parameters (--group-params lazy) in the manifest."""
+    model = tmp_path / "stories"
+    run(RQAT_BIN, "convert", "--llama2c", TINY / "stories260K.bin", "--tokenizer-bin", TINY / "tok512.bin",
+        "--out", model)
+    plain, v1 = tmp_path / "plain", tmp_path / "v1"
+    common = ["--method", "gptq", "--bits", "2", "--group-size", "32", "--exclude", r".*\.mlp\..*",
+              "--calib", TINY / "tinystories_sample.txt", "--calib-samples", "8", "--calib-seq-len", "64",
+              "--group-params", "lazy", "--device", "cpu"]
+    run(PTQ, "--model", model, "--out", plain, *common)
+    console = run(PTQ, "--model", model, "--out", v1, *common, "--export", "gptq")
+    assert "zero points kept >= 1" in console
+    zero_at_zero = 0
+    for directory, expect_v1 in ((plain, False), (v1, True)):
+        state = load_file(str(directory / "quant_state.safetensors"))
+        zeros = np.concatenate([v.ravel() for k, v in state.items() if k.endswith(".zeros")])
+        if expect_v1:
+            assert zeros.min() >= 1
+        else:
+            zero_at_zero = int((zeros == 0).sum())
+        manifest = json.loads((directory / "manifest.json").read_text())
+        assert manifest["config"]["quant"].get("v1_zeros", False) is expect_v1
+        assert manifest["config"]["gptq"]["group_params"] == "lazy"
+    assert zero_at_zero > 0  # without the rule, v1 could not have stored this model
+    nll = held_out_nll(tmp_path, (v1, v1 / "gptq"))
+    assert abs(nll[0]["mean_nll"] - nll[1]["mean_nll"]) < 1e-5
 
 
 def test_ptq_refuses_before_work(tmp_path):
@@ -96,6 +132,8 @@ def test_ptq_refuses_before_work(tmp_path):
         (["--method", "rtn", "--bits", "6"], "--bits"),
         (["--method", "rtn", "--group-size", "0"], "--group-size"),
         (["--method", "rtn", "--group-size", "32", "--export", "gptq"], "mlp"),
+        (["--method", "rtn", "--bits", "8", "--per-tensor"], "--per-tensor"),
+        (["--method", "gptq", "--group-params", "fast"], "--group-params"),
     ]
     for extra, needle in cases:
         out = tmp_path / "out"
