@@ -38,6 +38,20 @@ at::Tensor awq_weight_mean(const std::vector<at::Tensor>& weights, const QuantSp
   return at::cat(relative, 0).mean(0);
 }
 
+namespace {
+
+// Q(W s) / s: the weight a scaled, rounded layer computes with once 1/s is folded out again.
+at::Tensor scaled_rtn(const at::Tensor& w, const at::Tensor& s, const QuantSpec& spec) {
+  return rtn_quantize(w * s, spec).dequantize() / s;
+}
+
+// A per (row, group) bound spread over the group's columns: (rows, cols).
+at::Tensor per_column(const at::Tensor& per_group, int64_t group, int64_t cols) {
+  return per_group.repeat_interleave(group, 1).narrow(1, 0, cols);
+}
+
+}  // namespace
+
 AwqClip awq_clip_search(const at::Tensor& weight, const at::Tensor& inputs, const QuantSpec& spec,
                         const AwqOptions& options) {
   at::NoGradGuard no_grad;
@@ -63,7 +77,7 @@ AwqClip awq_clip_search(const at::Tensor& weight, const at::Tensor& inputs, cons
   for (int i = 0; i < steps; ++i) {
     const float ratio = 1.0f - static_cast<float>(i) / static_cast<float>(options.clip_grid);
     const auto max_abs = original_max * ratio;
-    const auto bound = max_abs.repeat_interleave(group, 1).narrow(1, 0, cols);
+    const auto bound = per_column(max_abs, group, cols);
     const auto q = rtn_quantize(at::clamp(w, -bound, bound), plain).dequantize();
     std::vector<at::Tensor> errs;
     for (int64_t g = 0; g < groups; ++g) {
@@ -107,9 +121,8 @@ class ScaledQuantizedWeights {
       : layers_(layers) {
     for (const auto& [name, layer] : layers_) {
       auto& d = dense(layer, name);
-      const auto w = d.effective_weight().to(at::kFloat);
       originals_.push_back(d.effective_weight().clone());
-      d.assign_weight(rtn_quantize(w * s, spec).dequantize() / s);
+      d.assign_weight(scaled_rtn(d.effective_weight().to(at::kFloat), s, spec));
     }
   }
   ScaledQuantizedWeights(const ScaledQuantizedWeights&) = delete;
@@ -130,8 +143,7 @@ double layer_loss(const ScaleGroup& group, const AwqBlockInputs& inputs, const a
   for (const auto& [name, layer] : group.layers) {
     const auto x = inputs.rows.at(name).to(at::kFloat);
     const auto w = layer->effective_weight().to(at::kFloat);
-    const auto q = rtn_quantize(w * s, spec).dequantize() / s;
-    loss += (at::matmul(x, (w - q).t())).pow(2).sum().item<double>();
+    loss += (at::matmul(x, (w - scaled_rtn(w, s, spec)).t())).pow(2).sum().item<double>();
   }
   return loss;
 }
@@ -214,14 +226,14 @@ AwqGroupReport search_group(const ScaleGroup& group, const AwqBlockInputs& input
   AwqGroupReport report;
   report.previous = group.previous;
   for (const auto& [name, linear] : group.layers) report.layers.push_back(name);
+  // s = 1: plain RTN, what the chosen scales are measured against.
+  report.loss_identity =
+      search_loss(group, inputs, at::ones_like(mean_abs, at::kFloat), reference, search_spec);
   double best = std::numeric_limits<double>::infinity();
   for (int i = 0; i < options.grid; ++i) {
     const double alpha = static_cast<double>(i) / options.grid;
-    // alpha 0 with activation scaling gives s = 1 exactly: plain RTN.
     const auto s = awq_scales(mean_abs, alpha, weight_mean);
     const double loss = search_loss(group, inputs, s, reference, search_spec);
-    if (i == 0)
-      report.loss_identity = search_loss(group, inputs, at::ones_like(s), reference, search_spec);
     if (loss < best) {
       best = loss;
       report.scales = s;
@@ -247,8 +259,8 @@ void clip_block(const std::string& layer_prefix, const AwqBlockInputs& inputs,
       auto& d = dense(linear, layer_prefix + name);
       const auto w = d.effective_weight().to(at::kFloat);
       const AwqClip clip = awq_clip_search(w, x, spec, options);
-      const int64_t cols = w.size(1), group_cols = spec.effective_group_size(cols);
-      const auto bound = clip.max_abs.repeat_interleave(group_cols, 1).narrow(1, 0, cols);
+      const int64_t cols = w.size(1);
+      const auto bound = per_column(clip.max_abs, spec.effective_group_size(cols), cols);
       d.assign_weight(at::clamp(w, -bound, bound));
     }
   }

@@ -387,6 +387,10 @@ void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec, GptqFo
         "--export gptq: asymmetric zero points may be 0, which the v1 format (zero - 1 stored) "
         "cannot hold; quantize with v1 zero points (ptq --v1-zeros, which --export gptq sets), "
         "use --sym, or export gptq_v2");
+  check_gptq_packable(model, spec);
+}
+
+void check_gptq_packable(model::CausalLM& model, const QuantSpec& spec) {
   const int64_t multiple = gptq_pack_multiple(spec.bits);
   for (const auto& slot : model.linear_layers(true)) {
     if (!spec.quantizes(slot.name)) continue;

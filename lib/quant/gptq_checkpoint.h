@@ -86,8 +86,10 @@ std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model,
                                                    const GptqCheckpointConfig& config);
 
 // Before any work: throws when a layer the spec selects cannot be packed in the GPTQ layout
-// (sizes, groups), or when `format` is v1 and asymmetric zero points may come out 0 (the spec
-// lacks v1_zeros), which v1 cannot store.
+// (sizes, groups).
+void check_gptq_packable(model::CausalLM& model, const QuantSpec& spec);
+// check_gptq_packable, and for the v1 format with asymmetric zero points a spec without v1_zeros
+// (its zero points may come out 0, which v1 cannot store).
 void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec, GptqFormat format);
 
 // Before any work: throws naming the first layer of `layers` (read from `source`) that holds a

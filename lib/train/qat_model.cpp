@@ -155,11 +155,8 @@ quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan
     if (bits && *bits != state.spec.bits)
       fail("--bits {} differs from the {} bits of {}; use --init rtn to requantize", *bits,
            state.spec.bits, state_file);
-    if (gptq_export) {
-      quant::QuantSpec packing = state.spec;
-      packing.v1_zeros = true;  // the state's own zero points are checked below
-      quant::check_gptq_exportable(model, packing, *gptq_export);
-    }
+    // The state's own zero points decide a v1 export, whatever its spec says.
+    if (gptq_export) quant::check_gptq_packable(model, state.spec);
     if (v1) {
       check_v1_export(state.spec, options);
       quant::check_v1_zero_points(state.layers, state_file);
