@@ -124,6 +124,17 @@ TEST_CASE("corrupt safetensors files give one-line errors naming file and tensor
     check(raw_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four_floats),
           {file, "'w'", "needs 12"});
   }
+  SECTION("a shape whose byte count wraps around 2^64") {
+    // (2^61 + 1) x 8 bytes = 2^64 + 8 = 8 modulo 2^64: it must not pass as an 8-byte tensor.
+    const std::string eight(8, '\0');
+    check(raw_file(R"({"w":{"dtype":"I64","shape":[2305843009213693953,1],"data_offsets":[0,8]}})",
+                   eight),
+          {file, "'w'", "overflows"});
+    check(
+        raw_file(R"({"w":{"dtype":"F32","shape":[4294967296,1073741824,4],"data_offsets":[0,16]}})",
+                 four_floats),
+        {file, "'w'", "overflows"});
+  }
   SECTION("bad data_offsets") {
     check(raw_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[16]}})", four_floats),
           {file, "'w'", "data_offsets"});

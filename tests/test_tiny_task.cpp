@@ -37,7 +37,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 // Re-derives a problem's answer from its words alone: the start ("X has N items."), then one
 // sentence per operation, "more." meaning add; checks the solution's lines against it.
-void check_problem(const TinyProblem& p) {
+void check_problem(const TinyProblem& p, const experiment::TinyArithmetic& ranges = {}) {
   INFO(p.problem << "\n" << p.solution);
   static const std::regex start_re(R"(^(\w+) has (\d+) (\w+)\.)");
   static const std::regex step_re(R"( (She|He) ([a-z ]+?) (\d+)( more)?\.)");
@@ -47,7 +47,7 @@ void check_problem(const TinyProblem& p) {
   const std::string item = m[3];
   int64_t value = std::stoll(m[2]);
   CHECK(value >= 2);
-  CHECK(value <= 20);
+  CHECK(value <= ranges.max_start);
   CHECK(p.problem.ends_with(" How many " + item + " now?"));
   const auto lines = lines_of(p.solution);
   REQUIRE(lines.size() == static_cast<size_t>(p.level) + 1);
@@ -58,7 +58,7 @@ void check_problem(const TinyProblem& p) {
     const int64_t change = std::stoll((*it)[3]);
     const bool add = (*it)[4].matched;
     CHECK(change >= 1);
-    CHECK(change <= 9);
+    CHECK(change <= ranges.max_change);
     std::smatch l;
     REQUIRE(std::regex_match(lines[step], l, line_re));
     CHECK(std::stoll(l[1]) == value);
@@ -67,7 +67,7 @@ void check_problem(const TinyProblem& p) {
     value = add ? value + change : value - change;
     CHECK(std::stoll(l[4]) == value);
     CHECK(value >= 0);
-    CHECK(value <= experiment::kMaxValue);
+    CHECK(value <= ranges.max_value);
   }
   CHECK(step == static_cast<size_t>(p.level));
   CHECK(lines.back() == "\\boxed{" + std::to_string(value) + "}");
@@ -140,6 +140,42 @@ TEST_CASE("tiny task: disjoint splits, levels respected, every answer follows fr
   require_error([] { experiment::generate_tiny_splits(1, 0, 10, 2); }, {"--train"});
   // Level 1 from one start has few distinct texts: asking for too many is a clear error.
   require_error([] { experiment::generate_tiny_splits(1, 200000, 0, 1); }, {"ask for fewer"});
+}
+
+TEST_CASE("tiny task: wider number ranges are respected and reached; bad ranges are refused") {
+  const experiment::TinyArithmetic wide{.max_start = 60, .max_change = 40, .max_value = 99};
+  const auto s = experiment::generate_tiny_splits(4, 1500, 100, 4, wide);
+  int64_t largest_start = 0, largest_change = 0, largest_value = 0;
+  for (const auto* split : {&s.train, &s.test}) {
+    for (const TinyProblem& p : *split) {
+      check_problem(p, wide);
+      for (const std::string& line : lines_of(p.solution)) {
+        static const std::regex line_re(R"(^(\d+)([+-])(\d+)=(\d+)$)");
+        std::smatch l;
+        if (!std::regex_match(line, l, line_re)) continue;
+        largest_change = std::max<int64_t>(largest_change, std::stoll(l[3]));
+        largest_value = std::max<int64_t>(largest_value, std::stoll(l[4]));
+      }
+      largest_start = std::max<int64_t>(largest_start, std::stoll(lines_of(p.solution)[0]));
+    }
+  }
+  // The bounds are reached, not just respected: the ranges change the task.
+  CHECK(largest_start == 60);
+  CHECK(largest_change == 40);
+  CHECK(largest_value == 99);
+  // The default ranges are the first task's: its problems are unchanged.
+  const auto defaults = experiment::generate_tiny_splits(5, 50, 10, 3);
+  const auto explicit_defaults = experiment::generate_tiny_splits(
+      5, 50, 10, 3, {.max_start = 20, .max_change = 9, .max_value = 49});
+  for (size_t i = 0; i < defaults.train.size(); ++i)
+    CHECK(defaults.train[i].solution == explicit_defaults.train[i].solution);
+  require_error([] { experiment::generate_tiny_splits(1, 10, 10, 2, {.max_start = 1}); },
+                {"--max-start"});
+  require_error(
+      [] { experiment::generate_tiny_splits(1, 10, 10, 2, {.max_start = 30, .max_value = 20}); },
+      {"--max-value"});
+  require_error([] { experiment::generate_tiny_splits(1, 10, 10, 2, {.max_change = 0}); },
+                {"--max-change"});
 }
 
 TEST_CASE("BPE trainer: merges of a toy corpus worked out by hand") {

@@ -25,6 +25,14 @@ inline void add_tiny_task_subcommand(CLI::App& app) {
   cmd->add_option("--test", options->test, "Held-out problems")->capture_default_str();
   cmd->add_option("--levels", options->levels, "Difficulty levels 1..L (operations per problem)")
       ->capture_default_str();
+  cmd->add_option("--max-start", options->arithmetic.max_start, "Largest starting number")
+      ->capture_default_str();
+  cmd->add_option("--max-change", options->arithmetic.max_change,
+                  "Largest number added or taken away in one step")
+      ->capture_default_str();
+  cmd->add_option("--max-value", options->arithmetic.max_value,
+                  "Largest intermediate result (no result goes below 0)")
+      ->capture_default_str();
   cmd->add_option("--merges", options->merges, "BPE merges learned at most")->capture_default_str();
   cmd->callback([options, out] {
     const int code = run_tool("rqat", [&] {

@@ -29,6 +29,7 @@ constexpr std::array<const char*, 3> kAddVerbs = {"buys", "finds", "gets"};
 constexpr std::array<const char*, 3> kSubtractVerbs = {"loses", "sells", "uses"};
 
 constexpr int kMaxLevels = 8;
+constexpr int64_t kMaxNumber = 999999;
 constexpr int64_t kMaxDrawsPerProblem = 10000;
 
 const std::vector<std::string> kSpecialTokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -48,7 +49,7 @@ uint64_t splitmix64(uint64_t x) {
 
 // Draws `count` problems whose texts are not in `taken` yet (and adds them to it).
 std::vector<TinyProblem> draw_split(uint64_t stream_seed, int64_t count, int levels,
-                                    const std::string& prefix,
+                                    const TinyArithmetic& arithmetic, const std::string& prefix,
                                     std::unordered_set<std::string>& taken) {
   std::mt19937_64 rng(stream_seed);
   std::vector<TinyProblem> out;
@@ -60,7 +61,7 @@ std::vector<TinyProblem> draw_split(uint64_t stream_seed, int64_t count, int lev
         fail(
             "tiny-task: cannot find a new level-{} problem for {} {} after {} draws; ask for fewer",
             level, prefix, i, draws);
-      TinyProblem p = generate_tiny_problem(rng, level);
+      TinyProblem p = generate_tiny_problem(rng, level, arithmetic);
       if (!taken.insert(p.problem).second) continue;
       p.id = prefix + "-" + std::to_string(i);
       out.push_back(std::move(p));
@@ -187,22 +188,24 @@ int64_t draw_uniform(std::mt19937_64& rng, int64_t lo, int64_t hi) {
   return static_cast<int64_t>(static_cast<uint64_t>(lo) + x % span);
 }
 
-TinyProblem generate_tiny_problem(std::mt19937_64& rng, int level) {
+TinyProblem generate_tiny_problem(std::mt19937_64& rng, int level,
+                                  const TinyArithmetic& arithmetic) {
   if (level < 1 || level > kMaxLevels)
     fail("tiny-task: level {} is outside 1..{}", level, kMaxLevels);
+  const int64_t max_value = arithmetic.max_value;
   const Person& person = pick(rng, kPeople);
   const std::string item = pick(rng, kItems);
-  int64_t value = draw_uniform(rng, 2, 20);
+  int64_t value = draw_uniform(rng, 2, arithmetic.max_start);
   TinyProblem p;
   p.level = level;
   p.problem = std::string(person.name) + " has " + std::to_string(value) + " " + item + ".";
   for (int step = 0; step < level; ++step) {
-    // Add only while the result can stay <= kMaxValue, subtract only what is there.
-    const bool can_add = value < kMaxValue;
+    // Add only while the result can stay <= max_value, subtract only what is there.
+    const bool can_add = value < max_value;
     const bool can_subtract = value > 0;
     const bool add = can_add && (!can_subtract || draw_uniform(rng, 0, 1) == 0);
     const int64_t change =
-        draw_uniform(rng, 1, std::min<int64_t>(9, add ? kMaxValue - value : value));
+        draw_uniform(rng, 1, std::min(arithmetic.max_change, add ? max_value - value : value));
     const int64_t next = add ? value + change : value - change;
     p.problem += std::string(" ") + person.pronoun + " " +
                  pick(rng, add ? kAddVerbs : kSubtractVerbs) + " " + std::to_string(change) +
@@ -218,16 +221,28 @@ TinyProblem generate_tiny_problem(std::mt19937_64& rng, int level) {
   return p;
 }
 
-TinySplits generate_tiny_splits(uint64_t seed, int64_t train, int64_t test, int levels) {
+TinySplits generate_tiny_splits(uint64_t seed, int64_t train, int64_t test, int levels,
+                                const TinyArithmetic& arithmetic) {
   if (levels < 1 || levels > kMaxLevels)
     fail("tiny-task: --levels {} is outside 1..{}", levels, kMaxLevels);
+  // Bounded so that every number and sum fits easily and a start can always move.
+  if (arithmetic.max_start < 2 || arithmetic.max_start > kMaxNumber)
+    fail("tiny-task: --max-start {} is outside 2..{}", arithmetic.max_start, kMaxNumber);
+  if (arithmetic.max_value < arithmetic.max_start || arithmetic.max_value > kMaxNumber)
+    fail("tiny-task: --max-value {} is outside --max-start ({})..{}", arithmetic.max_value,
+         arithmetic.max_start, kMaxNumber);
+  if (arithmetic.max_change < 1 || arithmetic.max_change > arithmetic.max_value)
+    fail("tiny-task: --max-change {} is outside 1..--max-value ({})", arithmetic.max_change,
+         arithmetic.max_value);
   if (train < 1) fail("tiny-task: --train {} must be at least 1", train);
   if (test < 0) fail("tiny-task: --test {} must not be negative", test);
   std::unordered_set<std::string> taken;
   TinySplits s;
   // Test first, from its own stream: it is the same for a seed whatever --train is.
-  s.test = draw_split(splitmix64(seed ^ 0x7465737400000000ULL), test, levels, "test", taken);
-  s.train = draw_split(splitmix64(seed ^ 0x747261696E000000ULL), train, levels, "train", taken);
+  s.test =
+      draw_split(splitmix64(seed ^ 0x7465737400000000ULL), test, levels, arithmetic, "test", taken);
+  s.train = draw_split(splitmix64(seed ^ 0x747261696E000000ULL), train, levels, arithmetic, "train",
+                       taken);
   return s;
 }
 
@@ -242,8 +257,8 @@ io::Json to_json(const TinyProblem& p) {
 io::Json write_tiny_task(const TinyTaskOptions& options) {
   if (options.merges < 0) fail("tiny-task: --merges {} must not be negative", options.merges);
   if (options.out_dir.empty()) fail("tiny-task: --out is empty");
-  const TinySplits splits =
-      generate_tiny_splits(options.seed, options.train, options.test, options.levels);
+  const TinySplits splits = generate_tiny_splits(options.seed, options.train, options.test,
+                                                 options.levels, options.arithmetic);
   const auto tokenizer_dir = options.out_dir / "tokenizer";
   std::filesystem::create_directories(tokenizer_dir);
   write_jsonl(options.out_dir / "train.jsonl", splits.train);
@@ -277,6 +292,9 @@ io::Json write_tiny_task(const TinyTaskOptions& options) {
                      {"train", options.train},
                      {"test", options.test},
                      {"levels", options.levels},
+                     {"max_start", options.arithmetic.max_start},
+                     {"max_change", options.arithmetic.max_change},
+                     {"max_value", options.arithmetic.max_value},
                      {"merges", options.merges}};
   manifest.metrics = metrics;
   io::write_manifest(options.out_dir, manifest);

@@ -28,12 +28,19 @@ struct TinyProblem {
   int64_t answer = 0;
 };
 
-// Limits that keep the arithmetic facts few enough for a tiny model: start 2..20, changes 1..9,
-// every intermediate result in [0, kMaxValue].
-inline constexpr int64_t kMaxValue = 49;
+// The number ranges, which set how many arithmetic facts the model must hold: a start in
+// 2..max_start, each change in 1..max_change, every intermediate result in [0, max_value]. The
+// defaults (20, 9, 49: about 900 facts) are the task the first tiny teacher was trained on; wider
+// ranges make a task that fills a small model, so that quantization noise costs accuracy.
+struct TinyArithmetic {
+  int64_t max_start = 20;
+  int64_t max_change = 9;
+  int64_t max_value = 49;
+};
 
 // One problem with `level` operations drawn from rng.
-TinyProblem generate_tiny_problem(std::mt19937_64& rng, int level);
+TinyProblem generate_tiny_problem(std::mt19937_64& rng, int level,
+                                  const TinyArithmetic& arithmetic = {});
 
 struct TinySplits {
   std::vector<TinyProblem> train, test;
@@ -42,7 +49,8 @@ struct TinySplits {
 // `test` and `train` problems; problem i of a split has level 1 + i % levels. The two splits use
 // independent streams derived from the seed, and a problem text appears at most once in both
 // together (train never repeats a test problem), so the test split does not change with --train.
-TinySplits generate_tiny_splits(uint64_t seed, int64_t train, int64_t test, int levels);
+TinySplits generate_tiny_splits(uint64_t seed, int64_t train, int64_t test, int levels,
+                                const TinyArithmetic& arithmetic = {});
 
 // {"id", "level", "problem", "answer" (string), "solution"}: the JSONL record.
 io::Json to_json(const TinyProblem& p);
@@ -57,6 +65,7 @@ struct TinyTaskOptions {
   int64_t train = 20000;
   int64_t test = 300;
   int levels = 3;
+  TinyArithmetic arithmetic;
   int64_t merges = 400;  // at most; training stops earlier when no pair repeats
 };
 

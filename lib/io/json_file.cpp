@@ -17,14 +17,37 @@ JsonType parse_json_file(const std::filesystem::path& path) {
   if (!in) fail("{}: cannot open (missing or unreadable)", path.string());
   std::stringstream buffer;
   buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  check_json_nesting(text, path.string());
   try {
-    return JsonType::parse(buffer.str());
+    return JsonType::parse(text);
   } catch (const typename JsonType::parse_error& e) {
     fail("{}: invalid JSON at byte {}", path.string(), e.byte);
   }
 }
 
 }  // namespace
+
+void check_json_nesting(std::string_view text, std::string_view where) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped character cannot end the string
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        fail("{}: JSON nested deeper than {} levels (at byte {})", where, kMaxJsonDepth, i);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;  // unbalanced text is the parser's to report
+    }
+  }
+}
 
 Json read_json_file(const std::filesystem::path& path) { return parse_json_file<Json>(path); }
 

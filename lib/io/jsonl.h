@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/error.h"
+#include "io/json_file.h"
 
 namespace rqat::io {
 
@@ -28,6 +29,7 @@ void for_each_jsonl_object(const std::filesystem::path& path, Visit&& visit) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     JsonType row;
+    check_json_nesting(line, fmt::format("{}:{}", file, number));
     try {
       row = JsonType::parse(line);
     } catch (const nlohmann::json::exception& e) {

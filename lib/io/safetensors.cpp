@@ -12,6 +12,7 @@
 
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_file.h"
 
 namespace rqat::io {
 
@@ -75,6 +76,7 @@ void SafetensorsFile::parse_header() {
   const uint64_t data_size = file_.size() - data_start_;
   const char* text = reinterpret_cast<const char*>(file_.data() + 8);
 
+  check_json_nesting(std::string_view(text, header_len), file + " header");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text, text + header_len);
@@ -104,12 +106,18 @@ void SafetensorsFile::parse_header() {
     const auto shape = value.find("shape");
     if (shape == value.end() || !shape->is_array())
       fail("{}: tensor '{}': missing shape", file, name);
+    // The byte count is bounded by the element count times the element size, each product
+    // checked before it is taken: a shape whose bytes wrap around 2^64 would otherwise match a
+    // small data range and let the tensor view read far outside the mapping.
+    const uint64_t element_size = c10::elementSize(entry.dtype);
+    constexpr uint64_t kMaxBytes = static_cast<uint64_t>(INT64_MAX);
     uint64_t numel = 1;
     for (const auto& dim : *shape) {
       if (!dim.is_number_unsigned())
         fail("{}: tensor '{}': shape has a non-integer or negative dimension", file, name);
       const uint64_t d = dim.get<uint64_t>();
-      if (d != 0 && numel > UINT64_MAX / d) fail("{}: tensor '{}': shape overflows", file, name);
+      if (d != 0 && numel > kMaxBytes / element_size / d)
+        fail("{}: tensor '{}': shape {} overflows a 64-bit byte count", file, name, shape->dump());
       numel *= d;
       entry.shape.push_back(static_cast<int64_t>(d));
     }
@@ -127,7 +135,7 @@ void SafetensorsFile::parse_header() {
           "truncated?)",
           file, name, entry.begin, entry.end, data_size);
     }
-    const uint64_t expected = numel * c10::elementSize(entry.dtype);
+    const uint64_t expected = numel * element_size;
     if (entry.end - entry.begin != expected) {
       fail("{}: tensor '{}': {} bytes stored but dtype x shape needs {}", file, name,
            entry.end - entry.begin, expected);

@@ -7,7 +7,9 @@
 #include <torch/autograd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "io/error.h"
 #include "ops/attention_kernel.h"
@@ -92,6 +94,19 @@ bool fused_attention_supported(const at::Tensor& q, const at::Tensor& k, const a
   return q.size(3) <= kFusedAttentionMaxDim && q.size(0) * k.size(1) >= at::get_num_threads();
 }
 
+bool fused_attention_faster_here() {
+  static const bool faster = [] {
+    if (const char* forced = std::getenv("RQAT_FUSED_ATTENTION"); forced && *forced)
+      return std::string_view(forced) != "0";
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return true;
+#endif
+  }();
+  return faster;
+}
+
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask) {
   check_shapes(q, k, v, mask);
@@ -106,7 +121,8 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& mask) {
-  if (fused_attention_supported(q, k, v, mask)) return fused_attention(q, k, v, mask);
+  if (fused_attention_supported(q, k, v, mask) && fused_attention_faster_here())
+    return fused_attention(q, k, v, mask);
   check_shapes(q, k, v, mask);
   return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/false,
                                           /*scale=*/std::nullopt,

@@ -16,11 +16,11 @@
 namespace rqat::ops {
 
 // When attention() takes the fused kernels, from bench/bench_attention (forward + backward against
-// SDPA, 1 and 2 threads): heads up to kFusedAttentionMaxDim (2.4x-3.3x faster at 8, 1.2x-1.4x at
-// 32, 1.0x-1.3x at 64; at 128 SDPA's block GEMMs are as fast or faster), and at least one task per
-// thread: the fused kernels split the work over (batch row, key/value head) pairs only, SDPA also
-// over blocks of queries, so a batch of one with two key/value heads on a 16-thread machine goes to
-// SDPA.
+// SDPA, 1 and 2 threads, on a CPU with AVX-512): heads up to kFusedAttentionMaxDim (2.4x-3.3x
+// faster at 8, 1.2x-1.4x at 32, 1.0x-1.3x at 64; at 128 SDPA's block GEMMs are as fast or faster),
+// and at least one task per thread: the fused kernels split the work over (batch row, key/value
+// head) pairs only, SDPA also over blocks of queries, so a batch of one with two key/value heads on
+// a 16-thread machine goes to SDPA.
 inline constexpr int64_t kFusedAttentionMaxDim = 64;
 
 // q: (B, heads, T, D); k, v: (B, kv_heads, S, D), heads a multiple of kv_heads (query head h uses
@@ -31,9 +31,17 @@ inline constexpr int64_t kFusedAttentionMaxDim = 64;
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& mask);
 
-// Whether attention() takes the fused CPU kernels for these operands.
+// Whether the fused kernels can take these operands (float32 CPU tensors, a bool mask, heads up to
+// kFusedAttentionMaxDim, a task per thread).
 bool fused_attention_supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& mask);
+
+// Whether the fused kernels beat SDPA on this CPU: only where their 16-lane vectors are one
+// register, i.e. x86-64 with AVX-512 (and non-x86 CPUs, where they were not measured slower). On
+// AVX2 (an AMD EPYC, 2026-12-01) bench/bench_attention measured them at 0.1x-0.4x of SDPA for every
+// shape, the 16-lane vectors being split over register pairs that spill; there attention() takes
+// SDPA. The RQAT_FUSED_ATTENTION environment variable (0 or 1) overrides the choice (benchmarks).
+bool fused_attention_faster_here();
 
 // The fused kernels themselves, whatever the head size (tests and the benchmark call them
 // directly); the operands must satisfy fused_attention_supported but for the head size limit.

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "io/error.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 
 namespace rqat::quant {
@@ -31,6 +32,7 @@ QuantState load_quant_state(const std::filesystem::path& dir) {
   if (spec_text == file->metadata().end())
     fail("{}: metadata lacks rqat.quant_spec", path.string());
   io::Json spec_json;
+  io::check_json_nesting(spec_text->second, path.string() + ": rqat.quant_spec");
   try {
     spec_json = io::Json::parse(spec_text->second);
   } catch (const std::exception& e) {

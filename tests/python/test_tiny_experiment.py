@@ -2,7 +2,7 @@
 --set to a few optimizer steps so it runs in about two minutes:
   - the shipped teacher (experiments/tiny/teacher/) still solves the held-out split (>= 85% greedy);
   - every stage of the 2 x 2 x 2 sweep runs, identical stages are shared (4 ptq stages for 8 QAT runs),
-    GRPO runs only after KD, and `rqat report` prints a results row for every evaluated model;
+    SFT on the correct traces runs once per PTQ model, GRPO runs only after KD, and `rqat report` prints a results row for every evaluated model;
   - SIGTERM to the runner during a QAT stage is forwarded: the stage checkpoints, the runner exits 143,
     and the rerun restarts that stage with --resume and finishes the rest; a third run skips everything;
   - the final artifacts load in transformers (model and tokenizer) and generate the teacher's format.
@@ -28,7 +28,9 @@ EXPERIMENT = ROOT / "experiments" / "tiny" / "reasoning_qat.yaml"
 # A few steps each: this checks the plumbing, not the findings (scripts/demo runs the real thing).
 SHRINK = ["--set", "qat_steps=40", "--set", "rl_steps=2", "--set", "threads=1",
           "--set", "stages.qat.args.log-every=2", "--set", "stages.qat.args.eval-every=0",
-          "--set", "stages.qat.args.eval-benchmark-limit=8", "--set", "stages.grpo.args.eval-benchmark-limit=8",
+          "--set", "stages.qat.args.eval-benchmark-limit=8",
+          "--set", "stages.sft_correct.args.log-every=2", "--set", "stages.sft_correct.args.eval-every=0",
+          "--set", "stages.grpo.args.eval-benchmark-limit=8",
           "--set", "stages.grpo.args.prompts-per-step=4", "--set", "stages.grpo.args.num-generations=4",
           "--set", "stages.grpo_no_kd.args.eval-benchmark-limit=8",
           "--set", "stages.grpo_no_kd.args.prompts-per-step=4",
@@ -48,6 +50,9 @@ def test_tiny_reproduction_runs_resumes_and_reports(tmp_path):
     ids = [m.group(1) for m in re.finditer(r"^\[\s*\d+/\d+\] (\S+)", plan, re.MULTILINE)]
     assert len([i for i in ids if i.startswith("ptq.")]) == 4  # shared by sft and kd
     assert len([i for i in ids if i.startswith("qat.")]) == 8
+    # Both objectives train on all the teacher's traces; SFT on the correct ones only is an extra row.
+    assert len([i for i in ids if i.startswith("sft_correct.")]) == 4
+    assert "traces_correct" in ids
     assert sorted(i for i in ids if i.startswith("grpo.")) == sorted(
         f"grpo.bits-{b}.init-{m}.objective-kd" for b in (2, 3) for m in ("rtn", "gptq"))
     # The control arm (no KD) runs once per PTQ model, shared by both objectives like ptq.
