@@ -106,7 +106,7 @@ TEST_CASE("benchmark loader errors name the file and line", "[benchmark]") {
 
   write_bytes(tmp / "bad.jsonl", "{\"problem\":\"p\",\"answer\":\"1\"}\n{\"problem\": \n");
   require_error([&] { load_benchmark(tmp / "bad.jsonl", aime); },
-                {"bad.jsonl", "invalid JSON on line 2"});
+                {"bad.jsonl:2", "invalid JSON"});
   write_bytes(tmp / "array.jsonl", "[1,2]\n");
   require_error([&] { load_benchmark(tmp / "array.jsonl", aime); },
                 {"array.jsonl", "line 1", "not a JSON object"});

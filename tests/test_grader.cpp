@@ -54,6 +54,15 @@ const std::vector<Case> kCases = {
   {"extraction", "Janet makes 9 * 2 = $18 every day.\n#### 18", "18", EQ},
   {"extraction", "\\boxed{\\text{(B)}}", "B", EQ},
   {"extraction", "The answer is 2.5.", "\\frac52", EQ},
+  // Minerva's closing line (its few-shot prompt's format, kept by many fine-tuned models).
+  {"extraction", "so x = 4.\nFinal Answer: The final answer is $4$. I hope it is correct.", "4", EQ},
+  {"extraction", "Final Answer: The final answer is $\\frac{3}{4}$. I hope it is correct.", "0.75", EQ},
+  {"extraction", "Final Answer: The final answer is 12. I hope it is correct.", "12", EQ},
+  {"extraction", "Final Answer: The final answer is $(1,-2)$. I hope it is correct.", "(1,-2)", EQ},
+  {"extraction", "Final Answer: The final answer is $\\text{yes}$. I hope it is correct.", "Yes", EQ},
+  {"extraction", "Final Answer: The final answer is $5$. I hope it is correct.", "4", NE},
+  {"extraction", "The answer is $x = 2$, which checks out.", "2", EQ},
+  {"extraction", "The answer is $2$ and $3$.", "2, 3", EQ},
 
   // --- normalization: wrappers, spacing, \left/\right, dfrac, leading zeros, +, periods, x=
   {"normalization", "\\boxed{\\text{5}}", "5", EQ},
@@ -146,10 +155,24 @@ const std::vector<Case> kCases = {
   {"fractions", "\\boxed{\\frac{10}{11}}", "10/11", EQ},
   {"fractions", "\\boxed{\\frac{4}{9}}", "\\frac{4}{9}", EQ},
   {"fractions", "\\boxed{\\frac{14}{3}}", "\\frac{28}{6}", EQ},
+  // Decimal approximations of repeating fractions need a relative error of at most 1e-4 (Qwen's
+  // rel_tol; docs/grading.md 5.4). These used to pass by rounding to the literal's places with 3
+  // significant digits (0.333, 0.667, 0.666 == 1/3, 2/3), looser than every reference grader.
   {"fractions", "\\boxed{\\frac{1}{3}}", "0.3333", EQ},
-  {"fractions", "\\boxed{0.333}", "\\frac{1}{3}", EQ},
-  {"fractions", "\\boxed{0.667}", "\\frac{2}{3}", EQ},
-  {"fractions", "\\boxed{0.666}", "\\frac{2}{3}", EQ},
+  {"fractions", "\\boxed{0.3333}", "\\frac{1}{3}", EQ},
+  {"fractions", "\\boxed{0.33333}", "\\frac{1}{3}", EQ},
+  {"fractions", "\\boxed{0.333}", "\\frac{1}{3}", NE},
+  {"fractions", "\\boxed{0.33}", "\\frac{1}{3}", NE},
+  {"fractions", "\\boxed{0.6667}", "\\frac{2}{3}", EQ},
+  {"fractions", "\\boxed{0.667}", "\\frac{2}{3}", NE},
+  {"fractions", "\\boxed{0.666}", "\\frac{2}{3}", NE},
+  {"fractions", "\\boxed{-0.1667}", "-\\frac{1}{6}", NE},  // 2e-4 relative error
+  {"fractions", "\\boxed{-0.16667}", "-\\frac{1}{6}", EQ},
+  {"fractions", "\\boxed{0.1429}", "\\frac{1}{7}", NE},
+  {"fractions", "\\boxed{0.14286}", "\\frac{1}{7}", EQ},
+  {"fractions", "\\boxed{3333.3}", "\\frac{10000}{3}", EQ},
+  {"fractions", "\\boxed{0.75001}", "\\frac{3}{4}", NE},
+  {"fractions", "\\boxed{0.50001}", "0.5", NE},
   {"fractions", "\\boxed{0.67}", "\\frac{2}{3}", NE},
   {"fractions", "\\boxed{0.3}", "\\frac{1}{3}", NE},
   {"fractions", "\\boxed{0.665}", "\\frac{2}{3}", NE},
@@ -186,7 +209,7 @@ const std::vector<Case> kCases = {
   {"roots", "\\boxed{2^{1/3}}", "\\sqrt[3]{2}", EQ},
   {"roots", "\\boxed{\\sqrt{2}}", "1.41421356", EQ},
   {"roots", "\\boxed{1.4142}", "\\sqrt{2}", EQ},
-  {"roots", "\\boxed{1.41}", "\\sqrt{2}", EQ},
+  {"roots", "\\boxed{1.41}", "\\sqrt{2}", NE},  // 3e-3 relative error (was accepted by rounding)
   {"roots", "\\boxed{1.42}", "\\sqrt{2}", NE},
   {"roots", "\\boxed{\\sqrt{3}}", "\\sqrt{2}", NE},
   {"roots", "\\boxed{1+2\\sqrt{3}}", "2\\sqrt{3}+1", EQ},
@@ -234,7 +257,8 @@ const std::vector<Case> kCases = {
   {"pi_e", "\\boxed{\\pi \\cdot 2}", "2\\pi", EQ},
   {"pi_e", "\\boxed{12\\pi}", "12 \\pi", EQ},
   {"pi_e", "\\boxed{6.2832}", "2\\pi", EQ},
-  {"pi_e", "\\boxed{3.14}", "\\pi", EQ},
+  {"pi_e", "\\boxed{3.14}", "\\pi", NE},  // 5e-4 relative error (was accepted by rounding)
+  {"pi_e", "\\boxed{3.1416}", "\\pi", EQ},
   {"pi_e", "\\boxed{3.15}", "\\pi", NE},
   {"pi_e", "\\boxed{3}", "\\pi", NE},
   {"pi_e", "\\boxed{\\frac{20000}{\\pi}}", "20000/\\pi", EQ},
@@ -245,7 +269,9 @@ const std::vector<Case> kCases = {
   {"pi_e", "\\boxed{\\frac{\\pi}{6}}", "-\\frac{\\pi}{6}", NE},
   {"pi_e", "\\boxed{e^2}", "e^{2}", EQ},
   {"pi_e", "\\boxed{e^{\\ln 5}}", "5", EQ},
-  {"pi_e", "\\boxed{2.718}", "e", EQ},
+  {"pi_e", "\\boxed{2.718}", "e", NE},  // 1.04e-4 relative error, just past the tolerance
+  {"pi_e", "\\boxed{2.7183}", "e", EQ},
+  {"pi_e", "\\boxed{0.50001}", "\\sin(\\frac{\\pi}{6})", NE},
   {"pi_e", "\\boxed{\\pi}", "pi", EQ},
   {"pi_e", "\\boxed{7\\pi}", "7\\pi", EQ},
   {"pi_e", "\\boxed{8\\pi}", "8 \\pi", EQ},
@@ -414,6 +440,18 @@ const std::vector<Case> kCases = {
   {"letters", "\\boxed{\\text{even}}", "\\text{even}", EQ},
   {"letters", "\\boxed{\\text{odd}}", "\\text{even}", NE},
   {"letters", "\\boxed{ellipse}", "\\text{ellipse}", EQ},
+  // Yes/no and word answers: letter case and \text / \textbf / \mathrm wrappers do not matter.
+  {"letters", "\\boxed{\\text{yes}}", "Yes", EQ},
+  {"letters", "\\boxed{YES}", "\\text{Yes}", EQ},
+  {"letters", "\\boxed{\\textbf{No}}", "no", EQ},
+  {"letters", "\\boxed{\\mathrm{no}}", "\\text{No}", EQ},
+  {"letters", "\\boxed{\\text{No}}", "Yes", NE},
+  {"letters", "\\boxed{\\text{yes}}", "\\text{No}", NE},
+  {"letters", "\\boxed{\\text{No solution}}", "\\text{no solution}", EQ},
+  {"letters", "\\boxed{(c)}", "\\text{(C)}", EQ},
+  {"letters", "\\boxed{\\textbf{(c)}}", "C", EQ},
+  {"letters", "\\boxed{(d)}", "\\text{(C)}", NE},
+  {"letters", "\\boxed{ab}", "AB", NE},
 
   // --- matrices and vectors
   {"matrices", "\\boxed{\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}}", "\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}", EQ},
@@ -534,6 +572,42 @@ TEST_CASE("extraction helpers", "[grader][extraction]") {
   CHECK(strip_thinking("<think>a b") == "<think>a b");
   CHECK(answer_phrase("so the final answer is $\\frac{1}{2}$.\nDone") == "\\frac{1}{2}");
   CHECK(extract_answer("<think>\\boxed{1}</think> no box, answer: 2") == "2");
+}
+
+TEST_CASE("Minerva's closing line yields its answer", "[grader][extraction]") {
+  using rqat::eval::extract_answer;
+  CHECK(extract_answer("Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.") ==
+        "\\frac{1}{2}");
+  CHECK(extract_answer("Final Answer: The final answer is 7. I hope it is correct.") == "7");
+  CHECK(extract_answer("Final Answer: The final answer is $y = 2x$.  I Hope It Is Correct.\n") ==
+        "y = 2x");
+  // Several math spans after the phrase stay one answer (a list), as before.
+  CHECK(extract_answer("The answer is $2$ and $3$.") == "2$ and $3");
+}
+
+TEST_CASE("decimal approximations: relative error at most 1e-4, boundary included",
+          "[grader][decimal]") {
+  auto kind = [](const char* prediction, const char* gold) {
+    return rqat::eval::grade(prediction, gold).kind;
+  };
+  // |0.3333 - 1/3| / (1/3) and |0.6666 - 2/3| / (2/3) are exactly 1e-4 (compared as rationals).
+  CHECK(kind("\\boxed{0.3333}", "\\frac13") == EQ);
+  CHECK(kind("\\boxed{0.6666}", "\\frac23") == EQ);
+  CHECK(kind("\\boxed{0.33329}", "\\frac13") == NE);  // 1.3e-4
+  CHECK(kind("\\boxed{0.66659}", "\\frac23") == NE);  // 1.15e-4
+  CHECK(kind("\\boxed{0.333}", "\\frac13") == NE);
+  CHECK(kind("\\boxed{0.33}", "\\frac13") == NE);
+  CHECK(kind("\\boxed{-0.3333}", "-\\frac13") == EQ);
+  CHECK(kind("\\boxed{-0.3333}", "\\frac13") == NE);
+  // A value the literal could write exactly must be written exactly.
+  CHECK(kind("\\boxed{1.0001}", "1") == NE);
+  CHECK(kind("\\boxed{999.9}", "1000") == NE);
+  CHECK(kind("\\boxed{0.12501}", "\\frac18") == NE);
+  // Irrational values: the same tolerance, in 50-digit arithmetic.
+  CHECK(kind("\\boxed{1.4142}", "\\sqrt2") == EQ);
+  CHECK(kind("\\boxed{1.414}", "\\sqrt2") == NE);  // 1.5e-4
+  CHECK(kind("\\boxed{3.1416}", "\\pi") == EQ);
+  CHECK(kind("\\boxed{3.142}", "\\pi") == NE);  // 1.3e-4
 }
 
 TEST_CASE("normalization rules", "[grader][normalize]") {

@@ -205,3 +205,25 @@ TEST_CASE("quantized weight: dequantize follows g_idx, validate names the proble
   broken.scales = q.scales.to(at::kDouble);
   require_error([&] { broken.validate("L"); }, {"L", "scales"});
 }
+
+TEST_CASE("quant spec: hostile patterns from a checkpoint are refused, not run (issue 18)") {
+  QuantSpec spec;
+  // 10^5 nested groups overflowed std::regex's recursive compiler; PCRE2 refuses the nesting.
+  spec.exclude = {std::string(2000, '(') + "a" + std::string(2000, ')')};
+  require_error([&] { spec.validate("quant"); }, {"quant.exclude[0]", "not a valid regular"});
+  spec.exclude = {std::string(100000, '(')};
+  require_error([&] { spec.validate("quant"); }, {"quant.exclude[0]", "rqat's limit of 4096"});
+  // Catastrophic backtracking on a long name is stopped by the match limit, not left to hang.
+  spec.include = {".*"};
+  spec.exclude = {R"(model\.layers\.y(x+x+)+y)"};
+  spec.validate("quant");
+  require_error([&] { (void)spec.quantizes("model.layers.y" + std::string(40, 'x') + "z"); },
+                {"was stopped", "match limit"});
+  spec.include = QuantSpec().include;
+  // Ordinary patterns keep std::regex_match's whole-name semantics.
+  spec.exclude = {R"(model\.layers\.[0-9]+\.mlp\..*)", "lm_head"};
+  CHECK_FALSE(spec.quantizes("model.layers.3.mlp.up_proj"));
+  CHECK(spec.quantizes("model.layers.3.self_attn.q_proj"));
+  spec.exclude = {"self_attn"};  // a part of the name is no match
+  CHECK(spec.quantizes("model.layers.3.self_attn.q_proj"));
+}

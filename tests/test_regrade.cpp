@@ -99,7 +99,7 @@ TEST_CASE("regrade errors name the file and line", "[regrade]") {
                 {"nocompletion.jsonl", "missing field 'completion' on line 1"});
   write_bytes(tmp / "bad.jsonl", "{\"completion\":\"1\",\"gold\":\"1\"}\n\n{oops\n");
   require_error([&] { rqat::eval::regrade_file(tmp / "bad.jsonl", out); },
-                {"bad.jsonl", "invalid JSON on line 3"});
+                {"bad.jsonl:3", "invalid JSON"});
   write_bytes(tmp / "type.jsonl", "{\"completion\":5,\"gold\":\"1\"}\n");
   require_error([&] { rqat::eval::regrade_file(tmp / "type.jsonl", out); },
                 {"type.jsonl", "'completion'", "line 1", "not a string"});

@@ -100,7 +100,7 @@ TEST_CASE("corrupt safetensors files give one-line errors naming file and tensor
     check(raw_file("{}", "", int64_t{1} << 40), {file, "header length"});
   }
   SECTION("header is not JSON") {
-    check(raw_file("{not json", four_floats), {file, "not valid JSON"});
+    check(raw_file("{not json", four_floats), {file, "invalid JSON"});
   }
   SECTION("header is not an object") { check(raw_file("[1,2]", ""), {file, "not a JSON object"}); }
   SECTION("unknown dtype") {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/option_flags.h"
 #include "cli/runtime_flags.h"
 #include "experiment/experiment_loader.h"
 #include "experiment/stage_process.h"
@@ -21,6 +22,7 @@ inline void add_run_subcommand(CLI::App& app) {
     std::string experiment, run_dir, bin_dir;
     std::vector<std::string> overrides;
     experiment::RunOptions options;
+    experiment::ExperimentLimits limits;
   };
   auto s = std::make_shared<State>();
   auto* cmd = app.add_subcommand(
@@ -42,11 +44,13 @@ inline void add_run_subcommand(CLI::App& app) {
                   "Rerun these stages even when finished (repeatable)");
   cmd->add_option("--bin-dir", s->bin_dir,
                   "Directory of the tool binaries (default: the one rqat runs from)");
+  add_option_flags(*cmd, s->limits);
   cmd->callback([s] {
     int status = 0;
     const int code = run_tool("rqat run", [&] {
       experiment::PlanOptions plan_options{s->experiment, s->overrides, std::nullopt};
       if (!s->run_dir.empty()) plan_options.run_dir = s->run_dir;
+      plan_options.limits = s->limits;
       const auto plan = experiment::load_experiment_plan(plan_options);
       s->options.bin_dir = s->bin_dir.empty() ? experiment::current_executable_dir()
                                               : std::filesystem::path(s->bin_dir);

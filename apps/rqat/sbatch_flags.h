@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/option_flags.h"
 #include "cli/runtime_flags.h"
 #include "experiment/experiment_loader.h"
 #include "experiment/slurm_scripts.h"
@@ -25,6 +26,7 @@ inline void add_sbatch_subcommand(CLI::App& app) {
     std::string experiment, out, run_dir, bin_dir;
     std::vector<std::string> overrides;
     bool submit = false;
+    experiment::ExperimentLimits limits;
   };
   auto s = std::make_shared<State>();
   auto* cmd = app.add_subcommand(
@@ -39,6 +41,7 @@ inline void add_sbatch_subcommand(CLI::App& app) {
                   "Directory of the tool binaries (default: the directory of this rqat)");
   cmd->add_flag("--submit", s->submit,
                 "Submit the scripts with sbatch in dependency order (default: only write them)");
+  add_option_flags(*cmd, s->limits);
 
   cmd->callback([s] {
     const int code = run_tool("rqat sbatch", [&] {
@@ -47,6 +50,7 @@ inline void add_sbatch_subcommand(CLI::App& app) {
       plan_options.experiment_file = s->experiment;
       plan_options.overrides = s->overrides;
       if (!s->run_dir.empty()) plan_options.run_dir = s->run_dir;
+      plan_options.limits = s->limits;
       const auto plan = experiment::load_experiment_plan(plan_options);
 
       experiment::SlurmOptions options;

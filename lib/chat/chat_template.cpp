@@ -5,9 +5,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 #include "io/error.h"
 #include "io/json_file.h"
@@ -48,6 +49,77 @@ std::string unescape_jinja(const std::string& literal) {
     }
   }
   return out;
+}
+
+// The templates are text of any size from a stranger, so they are read by plain scans that do a
+// bounded amount of work per byte. (std::regex recursed once per character and overflowed the
+// stack on templates of 10^5 characters.)
+
+bool is_regex_space(char c) {  // \s of the ECMAScript regexes these scans replace
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+size_t skip_spaces(std::string_view s, size_t i) {
+  while (i < s.size() && is_regex_space(s[i])) ++i;
+  return i;
+}
+
+// The default of Llama 3.1's date: the first `date_string = "..."` (a non-empty literal, spaces
+// allowed around '=') in the template.
+std::optional<std::string> default_date(std::string_view jinja) {
+  constexpr std::string_view kName = "date_string";
+  for (size_t at = jinja.find(kName); at != std::string_view::npos;
+       at = jinja.find(kName, at + 1)) {
+    size_t i = skip_spaces(jinja, at + kName.size());
+    if (i >= jinja.size() || jinja[i] != '=') continue;
+    i = skip_spaces(jinja, i + 1);
+    if (i >= jinja.size() || jinja[i] != '"') continue;
+    const size_t close = jinja.find('"', i + 1);
+    if (close == std::string_view::npos) return std::nullopt;  // no later literal can close either
+    if (close > i + 1) return std::string(jinja.substr(i + 1, close - i - 1));
+  }
+  return std::nullopt;
+}
+
+// Where the body of a single-quoted Jinja literal stops, scanning from `i` by characters and
+// escape pairs: at its closing quote, or at a backslash before a line break or the end, which
+// ends the literal as far as these templates go. `on_boundary(i)` sees every position between
+// characters or pairs along the way.
+template <class OnBoundary>
+size_t scan_quoted_body(std::string_view s, size_t i, OnBoundary on_boundary) {
+  while (i < s.size()) {
+    on_boundary(i);
+    if (s[i] == '\'') return i;
+    if (s[i] != '\\') {
+      ++i;
+    } else if (i + 1 < s.size() && s[i + 1] != '\n' && s[i + 1] != '\r') {
+      i += 2;
+    } else {
+      return i;
+    }
+  }
+  return i;
+}
+
+// ChatML's built-in system prompt: the literal '<|im_start|>system\n...<|im_end|>\n' (escapes as
+// written in the template), its body unescaped. Linear: a literal scanned without success is not
+// scanned again from a later occurrence inside it, which would find the same boundaries and stop
+// at the same place.
+std::optional<std::string> default_system_prompt(std::string_view jinja) {
+  constexpr std::string_view kOpen = "'<|im_start|>system\\n";
+  constexpr std::string_view kClose = "<|im_end|>\\n'";
+  size_t from = 0;
+  for (size_t at = jinja.find(kOpen, from); at != std::string_view::npos;
+       at = jinja.find(kOpen, from)) {
+    const size_t body = at + kOpen.size();
+    std::optional<size_t> body_end;  // the last boundary followed by the closing text
+    const size_t stop = scan_quoted_body(jinja, body, [&](size_t i) {
+      if (jinja.substr(i).starts_with(kClose)) body_end = i;
+    });
+    if (body_end) return unescape_jinja(std::string(jinja.substr(body, *body_end - body)));
+    from = std::max(stop, at + 1);
+  }
+  return std::nullopt;
 }
 
 void check_roles(const std::vector<Message>& messages) {
@@ -213,6 +285,53 @@ std::string token_string(const io::Json& config, const char* key) {
   return "";
 }
 
+// What a placeholder template file sets (docs/chat_templates.md); bos/eos tokens when it names
+// them.
+struct PlaceholderFields {
+  CustomTemplate custom;
+  std::optional<std::string> bos_token, eos_token;
+};
+
+PlaceholderFields read_placeholder_fields(const YAML::Node& root, const std::string& where) {
+  if (!root.IsMap())
+    fail("{}: a chat template file is a YAML mapping (see docs/chat_templates.md)", where);
+  PlaceholderFields f;
+  for (const auto& item : root) {
+    const std::string key = item.first.as<std::string>();
+    if (!item.second.IsScalar())
+      fail("{}: line {}: '{}' must be a string", where, item.second.Mark().line + 1, key);
+    const std::string value = item.second.as<std::string>();
+    if (key == "prefix")
+      f.custom.prefix = value;
+    else if (key == "system")
+      f.custom.system = value;
+    else if (key == "user")
+      f.custom.user = value;
+    else if (key == "assistant")
+      f.custom.assistant = value;
+    else if (key == "generation_prompt")
+      f.custom.generation_prompt = value;
+    else if (key == "default_system")
+      f.custom.default_system = value;
+    else if (key == "bos_token")
+      f.bos_token = value;
+    else if (key == "eos_token")
+      f.eos_token = value;
+    else
+      fail(
+          "{}: line {}: unknown key '{}' (prefix, system, user, assistant, generation_prompt, "
+          "default_system, bos_token, eos_token)",
+          where, item.first.Mark().line + 1, key);
+  }
+  for (const auto* field : {&f.custom.user, &f.custom.assistant}) {
+    if (field->find("{content}") == std::string::npos) {
+      fail("{}: 'user' and 'assistant' must contain {{content}}", where);
+    }
+  }
+  if (f.custom.system.empty()) f.custom.system = f.custom.user;
+  return f;
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::recognize(const std::string& jinja, const std::string& bos_token,
@@ -226,19 +345,12 @@ ChatTemplate ChatTemplate::recognize(const std::string& jinja, const std::string
     t.think_in_generation_prompt_ = has("<｜Assistant｜><think>\\n");
   } else if (has("<|start_header_id|>") && has("<|eot_id|>")) {
     t.format_ = has("Cutting Knowledge Date") ? Format::kLlama31 : Format::kLlama3;
-    std::smatch date;
-    static const std::regex date_default(R"re(date_string\s*=\s*"([^"]+)")re");
-    if (std::regex_search(jinja, date, date_default)) t.date_string_ = date[1];
+    if (auto date = default_date(jinja)) t.date_string_ = std::move(*date);
   } else if (has("<|im_start|>") && (has("enable_thinking") || has("reasoning_content"))) {
     t.format_ = Format::kQwen3;
   } else if (has("<|im_start|>") && has("<|im_end|>")) {
     t.format_ = Format::kChatML;
-    // A built-in system prompt is one literal string: '<|im_start|>system\n...<|im_end|>\n'.
-    static const std::regex default_system(
-        R"re('<\|im_start\|>system\\n((?:[^'\\]|\\.)*)<\|im_end\|>\\n')re");
-    std::smatch match;
-    if (std::regex_search(jinja, match, default_system))
-      t.default_system_ = unescape_jinja(match[1]);
+    t.default_system_ = default_system_prompt(jinja);
   } else {
     fail(
         "{}: chat_template is not a recognized format (ChatML/Qwen2.5, Qwen3, DeepSeek-R1, "
@@ -270,9 +382,12 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir,
     return recognize(it->get<std::string>(), bos, eos, config_path.string());
   if (it != config.end() && it->is_array()) {  // named templates: use "default"
     for (const auto& named : *it) {
-      if (named.value("name", "") == "default" && named.contains("template") &&
-          named["template"].is_string()) {
-        return recognize(named["template"].get<std::string>(), bos, eos, config_path.string());
+      // Checked field by field: json::value() throws its own exception on a non-string name.
+      if (!named.is_object()) continue;
+      const auto name = named.find("name"), text = named.find("template");
+      if (name != named.end() && name->is_string() && *name == "default" && text != named.end() &&
+          text->is_string()) {
+        return recognize(text->get<std::string>(), bos, eos, config_path.string());
       }
     }
   }
@@ -284,54 +399,29 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir,
 
 ChatTemplate ChatTemplate::from_file(const std::filesystem::path& path,
                                      const std::string& bos_token, const std::string& eos_token) {
-  YAML::Node root;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open chat template file", path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  return from_placeholder_text(text.str(), path.string(), bos_token, eos_token);
+}
+
+ChatTemplate ChatTemplate::from_placeholder_text(const std::string& yaml, const std::string& where,
+                                                 const std::string& bos_token,
+                                                 const std::string& eos_token) {
+  PlaceholderFields fields;
+  // yaml-cpp throws its own exceptions from parsing and from conversions (a key that is itself
+  // a list or a map): all of them become one line naming the file.
   try {
-    root = YAML::LoadFile(path.string());
-  } catch (const YAML::BadFile&) {
-    fail("{}: cannot open chat template file", path.string());
+    fields = read_placeholder_fields(YAML::Load(yaml), where);
   } catch (const YAML::Exception& e) {
-    fail("{}: line {}: {}", path.string(), e.mark.line + 1, e.msg);
+    fail("{}: line {}: {}", where, e.mark.line + 1, e.msg);
   }
-  if (!root.IsMap())
-    fail("{}: a chat template file is a YAML mapping (see docs/chat_templates.md)", path.string());
   ChatTemplate t;
   t.format_ = Format::kCustom;
-  t.bos_token_ = bos_token;
-  t.eos_token_ = eos_token;
-  for (const auto& item : root) {
-    const std::string key = item.first.as<std::string>();
-    if (!item.second.IsScalar())
-      fail("{}: line {}: '{}' must be a string", path.string(), item.second.Mark().line + 1, key);
-    const std::string value = item.second.as<std::string>();
-    if (key == "prefix")
-      t.custom_.prefix = value;
-    else if (key == "system")
-      t.custom_.system = value;
-    else if (key == "user")
-      t.custom_.user = value;
-    else if (key == "assistant")
-      t.custom_.assistant = value;
-    else if (key == "generation_prompt")
-      t.custom_.generation_prompt = value;
-    else if (key == "default_system")
-      t.custom_.default_system = value;
-    else if (key == "bos_token")
-      t.bos_token_ = value;
-    else if (key == "eos_token")
-      t.eos_token_ = value;
-    else
-      fail(
-          "{}: line {}: unknown key '{}' (prefix, system, user, assistant, generation_prompt, "
-          "default_system, "
-          "bos_token, eos_token)",
-          path.string(), item.first.Mark().line + 1, key);
-  }
-  for (const auto* field : {&t.custom_.user, &t.custom_.assistant}) {
-    if (field->find("{content}") == std::string::npos) {
-      fail("{}: 'user' and 'assistant' must contain {{content}}", path.string());
-    }
-  }
-  if (t.custom_.system.empty()) t.custom_.system = t.custom_.user;
+  t.bos_token_ = fields.bos_token.value_or(bos_token);
+  t.eos_token_ = fields.eos_token.value_or(eos_token);
+  t.custom_ = std::move(fields.custom);
   return t;
 }
 

@@ -46,8 +46,9 @@ struct CustomTemplate {
 
 class ChatTemplate {
  public:
-  // Recognizes the format of a Jinja chat template; an unrecognized template is an error that names
-  // `source` and says how to give a template file instead.
+  // Recognizes the format of a Jinja chat template held in memory (any text: the work is a few
+  // linear scans); an unrecognized template is an error that names `source` and chat_template and
+  // says how to give a template file instead.
   static ChatTemplate recognize(const std::string& jinja, const std::string& bos_token,
                                 const std::string& eos_token, const std::string& source);
   // Reads chat_template.jinja or tokenizer_config.json's chat_template (and bos/eos tokens) from a
@@ -58,6 +59,10 @@ class ChatTemplate {
   static ChatTemplate from_file(const std::filesystem::path& path,
                                 const std::string& bos_token = "",
                                 const std::string& eos_token = "");
+  // from_file's parser on a placeholder template held in memory; `where` names it in errors.
+  static ChatTemplate from_placeholder_text(const std::string& yaml, const std::string& where,
+                                            const std::string& bos_token = "",
+                                            const std::string& eos_token = "");
 
   std::string render(const std::vector<Message>& messages, const RenderOptions& options = {}) const;
   Format format() const { return format_; }

@@ -58,18 +58,48 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
 
 void return_large_allocations_to_system() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
+namespace {
+
+// An error is one line: a message that quotes a hostile file (a token or field with a line break
+// or a terminal escape in it) shows those bytes escaped instead of breaking the line, and a
+// message past 2000 bytes is cut.
+std::string one_line(std::string_view message) {
+  // A message quoting a huge field is cut: the line must stay readable.
+  constexpr size_t kMaxMessageBytes = 2000;
+  if (message.size() > kMaxMessageBytes)
+    return one_line(message.substr(0, kMaxMessageBytes)) +
+           fmt::format(" ... ({} bytes in all)", message.size());
+  std::string out;
+  out.reserve(message.size());
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte == '\n') {
+      out += "\\n";
+    } else if (byte == '\r') {
+      out += "\\r";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 int run_tool(const char* tool, const std::function<void()>& body) {
   try {
     body();
     return 0;
   } catch (const Error& e) {
-    std::cerr << tool << ": error: " << e.what() << "\n";
+    std::cerr << tool << ": error: " << one_line(e.what()) << "\n";
   } catch (const c10::Error& e) {
     // Torch's messages can run over several lines; the first says what went wrong.
     const std::string message = e.what_without_backtrace();
-    std::cerr << tool << ": error: " << message.substr(0, message.find('\n')) << "\n";
+    std::cerr << tool << ": error: " << one_line(message.substr(0, message.find('\n'))) << "\n";
   } catch (const std::exception& e) {
-    std::cerr << tool << ": error: " << e.what() << "\n";
+    std::cerr << tool << ": error: " << one_line(e.what()) << "\n";
   }
   return 1;
 }

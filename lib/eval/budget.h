@@ -4,10 +4,18 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 
 namespace rqat::eval {
+
+// Size limits shared by normalization, structure splitting and the parser. A longer answer is
+// compared as text only and a deeper one is not parsed: no real answer comes near them, while a
+// degenerate completion can, and recursion depth must stay far below what a thread's stack holds.
+inline constexpr std::size_t kMaxAnswerChars = 20'000;
+inline constexpr int kMaxNesting = 200;  // parser recursion, expression tree height, brace groups
+inline constexpr int kMaxStructureNesting = 32;  // tuples of tuples of ... compared element-wise
 
 // Thrown when a comparison runs out of its budget; grade() turns it into GradeKind::timeout.
 class Timeout : public std::runtime_error {
@@ -28,6 +36,9 @@ class Budget {
       if (std::chrono::steady_clock::now() > deadline_) throw Timeout();
     }
   }
+  // Charges for scanning `chars` characters of text (one step per 64), so extraction and
+  // normalization of long completions count against the same deadline as parsing.
+  void scan(std::size_t chars) { tick(1 + chars / 64); }
   std::uint64_t steps() const { return steps_; }
 
  private:

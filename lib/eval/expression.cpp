@@ -4,6 +4,7 @@
 
 #include <boost/math/constants/constants.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -19,6 +20,25 @@ constexpr long kMaxNumericFactorial = 5000;    // n! computed numerically up to 
 constexpr double kMaxLog2Magnitude = 100'000;  // |log2(result)| beyond this: overflow
 
 bool is_integer(const Rational& r) { return mp::denominator(r) == 1; }
+
+long bit_length(const mp::cpp_int& x) {
+  return x == 0 ? 0 : static_cast<long>(mp::msb(mp::abs(x))) + 1;
+}
+
+// Bits of the larger of numerator and denominator.
+long bit_length(const Rational& r) {
+  return std::max(bit_length(mp::numerator(r)), bit_length(mp::denominator(r)));
+}
+
+// Every exact intermediate stays under kMaxExactBits: sums of many fractions with coprime
+// denominators and quotients of big powers grow too, not only powers and products. The budget
+// pays by size, since each operation on such numbers costs at least that.
+std::optional<Rational> capped(Rational r, Budget& budget) {
+  const long bits = bit_length(r);
+  if (bits > kMaxExactBits) return std::nullopt;
+  if (bits > 4096) budget.tick(1 + static_cast<std::uint64_t>(bits) / 64);
+  return r;
+}
 
 std::optional<mp::cpp_int> exact_integer_root(const mp::cpp_int& x, unsigned k) {
   if (x < 0) {
@@ -59,6 +79,7 @@ ExprPtr make_variable(std::string name) {
 ExprPtr make_node(Kind kind, std::vector<ExprPtr> args, std::string name) {
   auto e = std::make_shared<Expr>();
   e->kind = kind;
+  for (const auto& a : args) e->height = std::max(e->height, a->height + 1);
   e->args = std::move(args);
   e->name = std::move(name);
   return e;
@@ -99,21 +120,23 @@ std::optional<Rational> exact_sum(const Expr& expr, Budget& budget) {
   for (size_t i = 0; i < expr.args.size(); ++i) {
     auto v = evaluate_exact(*expr.args[i], budget);
     if (!v) return std::nullopt;
-    sum += *v;
+    auto next = capped(sum + *v, budget);
+    if (!next) return std::nullopt;
+    sum = std::move(*next);
   }
   return sum;
 }
 
-// Gives up as soon as the running product's numerator exceeds the size cap, so a long product of
-// large factors fails fast instead of growing without bound.
+// Gives up as soon as the running product exceeds the size cap, so a long product of large factors
+// fails fast instead of growing without bound.
 std::optional<Rational> exact_product(const Expr& expr, Budget& budget) {
   Rational product = 1;
   for (size_t i = 0; i < expr.args.size(); ++i) {
     auto v = evaluate_exact(*expr.args[i], budget);
     if (!v) return std::nullopt;
-    product *= *v;
-    mp::cpp_int num = mp::numerator(product);
-    if (num != 0 && static_cast<long>(mp::msb(mp::abs(num))) > kMaxExactBits) return std::nullopt;
+    auto next = capped(product * *v, budget);
+    if (!next) return std::nullopt;
+    product = std::move(*next);
   }
   return product;
 }
@@ -187,7 +210,9 @@ std::optional<Rational> exact_factorial(const Expr& expr, Budget& budget) {
   return Rational(f);
 }
 
-// binom(n, k) for any rational n and integer k, as the falling product n (n-1) ... / k!.
+// binom(n, k) for any rational n and integer k, as the falling product n (n-1) ... / k!. The
+// numerator grows to about k times n's size before the division by k!, so that product is capped
+// up front: binom(10^1000, 1000) would otherwise build a million-bit rational step by step.
 std::optional<Rational> exact_binomial(const Expr& expr, Budget& budget) {
   auto n = evaluate_exact(*expr.args[0], budget);
   auto k = evaluate_exact(*expr.args[1], budget);
@@ -195,6 +220,7 @@ std::optional<Rational> exact_binomial(const Expr& expr, Budget& budget) {
   if (*k < 0) return Rational(0);
   if (*k > kMaxExactFactorial) return std::nullopt;
   long ki = mp::numerator(*k).convert_to<long>();
+  if ((bit_length(*n) + 1) * ki > kMaxExactBits) return std::nullopt;
   budget.tick(1 + ki / 8);
   Rational r = 1;
   for (long i = 0; i < ki; ++i) r = r * (*n - i) / (i + 1);
@@ -222,7 +248,7 @@ std::optional<Rational> evaluate_exact(const Expr& expr, Budget& budget) {
       auto a = arg(0);
       auto b = arg(1);
       if (!a || !b || *b == 0) return std::nullopt;
-      return Rational(*a / *b);
+      return capped(*a / *b, budget);
     }
     case Kind::pow:
       return exact_power(expr, budget);

@@ -47,6 +47,9 @@ struct Expr {
   Rational value;
   std::string name;
   std::vector<ExprPtr> args;
+  // 1 for a leaf, else 1 + the tallest argument: evaluation recurses this deep, so the parser
+  // refuses trees taller than kMaxNesting (a chain such as 1/1/1/... or 3!!!... of any length).
+  int height = 1;
 };
 
 ExprPtr make_number(Rational value);

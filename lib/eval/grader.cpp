@@ -8,7 +8,9 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "eval/answer_extraction.h"
 #include "eval/answer_structure.h"
@@ -27,30 +29,50 @@ enum class Cmp { equal, not_equal, unparseable };
 struct Context {
   Budget& budget;
   const GradeOptions& options;
+  int structure_depth = 0;  // compare_normalized calls in progress (tuples inside tuples ...)
 };
+
+// Normalization scans the text many times: charged to the budget like extraction.
+std::string normalized(std::string_view text, Context& ctx) {
+  ctx.budget.scan(text.size());
+  return normalize_answer(text);
+}
 
 Cmp compare_normalized(const std::string& p, const std::string& g, Context& ctx);
 
+bool is_choice(char c) { return c >= 'A' && c <= 'E'; }
+
 // "B", "(B)", "B)" -> 'B' for answer choices A-E.
 std::optional<char> choice_letter(std::string_view s) {
-  if (s.size() == 1 && s[0] >= 'A' && s[0] <= 'E') return s[0];
-  if (s.size() == 3 && s[0] == '(' && s[2] == ')' && s[1] >= 'A' && s[1] <= 'E') return s[1];
-  if (s.size() == 2 && s[1] == ')' && s[0] >= 'A' && s[0] <= 'E') return s[0];
+  if (s.size() == 1 && is_choice(s[0])) return s[0];
+  if (s.size() == 3 && s[0] == '(' && s[2] == ')' && is_choice(s[1])) return s[1];
+  if (s.size() == 2 && s[1] == ')' && is_choice(s[0])) return s[0];
   return std::nullopt;
 }
 
-// A prediction that opens with its choice: "(B) 12", "B: 12".
+// A prediction's choice against a choice gold: "(B) 12" (it opens with its choice) counts, and so
+// does a lowercase "(b)" or "b" (against a letter gold a letter is a choice, not a variable).
 std::optional<char> leading_choice(std::string_view s) {
-  if (auto c = choice_letter(s)) return c;
-  if (s.size() > 3 && s[0] == '(' && s[2] == ')' && s[1] >= 'A' && s[1] <= 'E' &&
+  std::string upper(s.substr(0, 3));
+  for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (s.size() <= 3) return choice_letter(upper);
+  if (upper[0] == '(' && upper[2] == ')' && is_choice(upper[1]) &&
       (std::isalnum(static_cast<unsigned char>(s[3])) || s[3] == ':' || s[3] == '\\'))
-    return s[1];
+    return upper[1];
   return std::nullopt;
 }
 
-// A plain word of three or more letters ("even", "Evelyn"): compared as text, not as a product.
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// A plain word of three or more letters ("even", "Evelyn", "Yes") or the answer "no": compared as
+// text, case-insensitively, not as a product of variables. Other two-letter answers stay products
+// ("ab" is a*b, and "Ab" differs from it).
 bool is_word(std::string_view s) {
-  if (s.size() < 3) return false;
+  if (s.size() < 3 && lower(s) != "no") return false;
   for (char c : s)
     if (!std::isalpha(static_cast<unsigned char>(c)) && c != ' ') return false;
   static const std::set<std::string, std::less<>> kMath = {"pi",  "sin", "cos", "tan", "cot", "sec",
@@ -60,12 +82,6 @@ bool is_word(std::string_view s) {
   return true;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 bool close(const Real& a, const Real& b, double tol) {
   if (mp::isinf(a) || mp::isinf(b)) return mp::isinf(a) && mp::isinf(b) && (a > 0) == (b > 0);
   Real diff = mp::abs(a - b);
@@ -73,32 +89,72 @@ bool close(const Real& a, const Real& b, double tol) {
   return diff <= Real(tol) * std::max(mp::abs(a), mp::abs(b));
 }
 
-// A decimal literal written to k places with at least 3 significant digits matches a value when it
-// is that value rounded (half up) or truncated to k places: 0.333 and 0.3333 match 1/3, 0.667 and
-// 0.666 match 2/3, 1.41 matches sqrt(2), 0.67 (two significant digits) and 1.42 do not.
-bool decimal_matches(std::string_view literal, const Real& value) {
-  std::string_view s = literal;
-  bool negative = !s.empty() && s[0] == '-';
+// Decimal approximations (docs/grading.md, 5.4). A decimal literal stands for a value it cannot
+// write exactly (a repeating fraction or an irrational number) when its relative error is at most
+// 1e-4, the tolerance of Qwen2.5-Math's grader; as a rational the boundary is exact: 0.3333 is
+// accepted for 1/3 (error exactly 1e-4), 0.333 and 0.33 are not. A value the literal's places can
+// write exactly must be written exactly (1.0001 is not 1, 0.75001 is not 3/4).
+const Rational kDecimalTolerance(1, 10'000);
+constexpr size_t kMaxDecimalLiteral = 60;
+
+struct DecimalLiteral {
+  Rational value;
+  int places = 0;  // digits after the point
+};
+
+// "-0.3333" -> {-3333/10000, 4}; nullopt for anything but a plain decimal with a point.
+std::optional<DecimalLiteral> decimal_literal(std::string_view text) {
+  std::string_view s = text;
+  const bool negative = !s.empty() && s[0] == '-';
   if (negative) s.remove_prefix(1);
-  size_t point = s.find('.');
-  if (point == std::string_view::npos || point + 1 >= s.size()) return false;
-  size_t significant = 0;
-  bool leading = true;
+  const size_t point = s.find('.');
+  if (point == std::string_view::npos || point + 1 >= s.size() || s.size() > kMaxDecimalLiteral)
+    return std::nullopt;
   std::string digits;
   for (size_t i = 0; i < s.size(); ++i) {
     if (i == point) continue;
-    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
-    digits += s[i];
-    if (leading && s[i] == '0') continue;
-    leading = false;
-    ++significant;
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return std::nullopt;
+    if (!digits.empty() || s[i] != '0') digits += s[i];  // cpp_int reads a leading 0 as octal
   }
-  if (significant < 3 || digits.size() > 60 || mp::isinf(value)) return false;
-  if ((value < 0) != negative && value != 0) return false;
-  size_t places = s.size() - point - 1;
-  Real scaled = mp::abs(value) * mp::pow(Real(10), static_cast<int>(places));
-  Real written{digits};
-  return written == mp::floor(scaled) || written == mp::floor(scaled + Real(0.5));
+  DecimalLiteral literal;
+  literal.places = static_cast<int>(s.size() - point - 1);
+  literal.value = Rational(mp::cpp_int(digits.empty() ? "0" : digits),
+                           mp::pow(mp::cpp_int(10), static_cast<unsigned>(literal.places)));
+  if (negative) literal.value = -literal.value;
+  return literal;
+}
+
+// True when v has no finite decimal expansion: its reduced denominator does not divide a power
+// of ten (10^bits suffices, since a denominator 2^a 5^b has a, b below its bit length).
+bool repeats_forever(const Rational& v) {
+  const mp::cpp_int& d = mp::denominator(v);
+  if (d == 1) return false;
+  return mp::powm(mp::cpp_int(10), mp::msb(d) + 1, d) != 0;
+}
+
+bool approximates(const DecimalLiteral& literal, const Rational& value) {
+  if (!repeats_forever(value)) return false;
+  return mp::abs(literal.value - value) <= kDecimalTolerance * mp::abs(value);
+}
+
+// The numeric counterpart for irrational values (pi, sqrt 2, sin 1): a value that the literal's
+// places would write exactly (sin(pi/6) = 0.5) must be written exactly.
+bool approximates(const DecimalLiteral& literal, const Real& value) {
+  if (!mp::isfinite(value) || value == 0) return false;
+  const Real scaled = value * mp::pow(Real(10), literal.places);
+  if (mp::abs(scaled - mp::round(scaled)) <=
+      Real("1e-30") * std::max(Real(1), Real(mp::abs(scaled))))
+    return false;
+  return mp::abs(to_real(literal.value) - value) <= to_real(kDecimalTolerance) * mp::abs(value);
+}
+
+// Either side written as a decimal approximation of the other's value.
+template <class Value>
+bool either_approximates(const std::string& ptext, const Value& pvalue, const std::string& gtext,
+                         const Value& gvalue) {
+  auto p = decimal_literal(ptext);
+  auto g = decimal_literal(gtext);
+  return (p && approximates(*p, gvalue)) || (g && approximates(*g, pvalue));
 }
 
 std::optional<Real> numeric_safe(const Expr& e, const Env& env, Budget& budget) {
@@ -177,16 +233,14 @@ Cmp compare_values(const Expr& p, const Expr& g, const std::string& ptext, const
       auto eg = exact_safe(g, ctx.budget);
       if (ep && eg) {
         if (*ep == *eg) return Cmp::equal;
-        return decimal_matches(ptext, to_real(*eg)) || decimal_matches(gtext, to_real(*ep))
-                   ? Cmp::equal
-                   : Cmp::not_equal;
+        return either_approximates(ptext, *ep, gtext, *eg) ? Cmp::equal : Cmp::not_equal;
       }
     }
     auto np = numeric_safe(p, {}, ctx.budget);
     auto ng = numeric_safe(g, {}, ctx.budget);
     if (!np || !ng) return Cmp::not_equal;
     if (close(*np, *ng, tol)) return Cmp::equal;
-    return decimal_matches(ptext, *ng) || decimal_matches(gtext, *np) ? Cmp::equal : Cmp::not_equal;
+    return either_approximates(ptext, *np, gtext, *ng) ? Cmp::equal : Cmp::not_equal;
   }
   int valid = 0;
   for (const auto& env : sample_points(vars, ctx)) {
@@ -230,7 +284,7 @@ Cmp compare_in_order(const std::vector<std::string>& p, const std::vector<std::s
   if (p.size() != g.size()) return Cmp::not_equal;
   std::vector<Cmp> results;
   for (size_t i = 0; i < p.size(); ++i) {
-    results.push_back(compare_normalized(normalize_answer(p[i]), normalize_answer(g[i]), ctx));
+    results.push_back(compare_normalized(normalized(p[i], ctx), normalized(g[i], ctx), ctx));
     if (results.back() == Cmp::not_equal) return Cmp::not_equal;
   }
   return combine_all(results);
@@ -266,7 +320,7 @@ Cmp match_unordered(const std::vector<Item>& p, const std::vector<Item>& g, Fn c
 Cmp compare_structures(const Structure& p, const Structure& g, Context& ctx) {
   using K = Structure::Kind;
   auto text_cmp = [&](const std::string& a, const std::string& b) {
-    return compare_normalized(normalize_answer(a), normalize_answer(b), ctx);
+    return compare_normalized(normalized(a, ctx), normalized(b, ctx), ctx);
   };
   auto is_paren_tuple = [](const Structure& s) {
     return s.kind == K::ordered && s.open == '(' && s.close == ')';
@@ -330,6 +384,18 @@ Cmp compare_structures(const Structure& p, const Structure& g, Context& ctx) {
   return Cmp::not_equal;
 }
 
+// Structures nest through here (a tuple's items are compared with this again), so the depth is
+// bounded like the parser's: ((((1,2),3),4),...) thousands deep is not read.
+class StructureDepth {
+ public:
+  explicit StructureDepth(Context& ctx) : ctx_(ctx) { ++ctx_.structure_depth; }
+  ~StructureDepth() { --ctx_.structure_depth; }
+  bool too_deep() const { return ctx_.structure_depth > kMaxStructureNesting; }
+
+ private:
+  Context& ctx_;
+};
+
 Cmp compare_normalized(const std::string& p, const std::string& g, Context& ctx) {
   ctx.budget.tick();
   if (p == g && !p.empty()) return Cmp::equal;
@@ -339,7 +405,32 @@ Cmp compare_normalized(const std::string& p, const std::string& g, Context& ctx)
     if (pl) return *pl == *gl ? Cmp::equal : Cmp::not_equal;
   }
   if (is_word(g) || is_word(p)) return lower(p) == lower(g) ? Cmp::equal : Cmp::not_equal;
+  StructureDepth depth(ctx);
+  if (depth.too_deep()) return Cmp::unparseable;
+  ctx.budget.scan(p.size() + g.size());
   return compare_structures(split_structure(p), split_structure(g), ctx);
+}
+
+// Answers longer than kMaxAnswerChars are compared as text only (no real answer is that long; a
+// degenerate completion can be). Nullopt when both are short enough to compare normally.
+std::optional<std::pair<GradeKind, std::string>> oversized_verdict(std::string_view prediction,
+                                                                   std::string_view gold) {
+  if (prediction.size() <= kMaxAnswerChars && gold.size() <= kMaxAnswerChars) return std::nullopt;
+  const std::string limit = std::to_string(kMaxAnswerChars);
+  if (prediction == gold) return std::pair{GradeKind::equal, std::string()};
+  if (prediction.size() > kMaxAnswerChars)
+    return std::pair{GradeKind::unparseable,
+                     "the prediction's answer is longer than " + limit + " characters"};
+  return std::pair{GradeKind::not_equal,
+                   "the gold answer is longer than " + limit + " characters: compared as text"};
+}
+
+// The part of a gold solution to compare against: its last \boxed{}, else what follows "####".
+std::string gold_answer_of(std::string_view gold, Budget& budget) {
+  if (auto boxed = last_boxed(gold, &budget)) return *boxed;
+  budget.scan(gold.size());
+  if (auto hashes = gsm8k_gold(gold)) return *hashes;
+  return std::string(gold);
 }
 
 }  // namespace
@@ -360,8 +451,9 @@ const char* to_string(GradeKind kind) {
 
 GradeKind compare_answers(std::string_view prediction, std::string_view gold, Budget& budget,
                           const GradeOptions& options) {
+  if (auto verdict = oversized_verdict(prediction, gold)) return verdict->first;
   Context ctx{budget, options};
-  Cmp r = compare_normalized(normalize_answer(prediction), normalize_answer(gold), ctx);
+  Cmp r = compare_normalized(normalized(prediction, ctx), normalized(gold, ctx), ctx);
   switch (r) {
     case Cmp::equal:
       return GradeKind::equal;
@@ -373,20 +465,16 @@ GradeKind compare_answers(std::string_view prediction, std::string_view gold, Bu
   return GradeKind::unparseable;
 }
 
+// Extraction (of both answers) runs inside the budget too: a megabyte of repeated markers must
+// end in a verdict within the timeout like any other answer.
 GradeResult grade(std::string_view prediction, std::string_view gold, const GradeOptions& options) {
   GradeResult result;
   Budget budget(options.timeout);
   result.gold_answer = std::string(gold);
-  if (options.extract_gold) {
-    if (auto boxed = last_boxed(gold)) {
-      result.gold_answer = *boxed;
-    } else if (auto hashes = gsm8k_gold(gold)) {
-      result.gold_answer = *hashes;
-    }
-  }
   try {
+    if (options.extract_gold) result.gold_answer = gold_answer_of(gold, budget);
     std::optional<std::string> answer = options.extract_prediction
-                                            ? extract_answer(prediction)
+                                            ? extract_answer(prediction, &budget)
                                             : std::optional<std::string>(std::string(prediction));
     if (!answer) {
       result.kind = GradeKind::unparseable;
@@ -394,12 +482,17 @@ GradeResult grade(std::string_view prediction, std::string_view gold, const Grad
       return result;
     }
     result.prediction_answer = *answer;
+    if (auto verdict = oversized_verdict(*answer, result.gold_answer)) {
+      std::tie(result.kind, result.detail) = *verdict;
+      return result;
+    }
     result.kind = compare_answers(*answer, result.gold_answer, budget, options);
     if (result.kind == GradeKind::unparseable)
       result.detail = "the prediction's answer could not be parsed";
   } catch (const Timeout&) {
     result.kind = GradeKind::timeout;
-    result.detail = "comparison exceeded its budget";
+    result.detail = "grading exceeded its budget of " + std::to_string(options.timeout.count()) +
+                    " ms (extraction, parsing and evaluation together)";
   } catch (const std::exception& e) {
     result.kind = GradeKind::unparseable;
     result.detail = e.what();

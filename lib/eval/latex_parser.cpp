@@ -12,8 +12,6 @@ namespace rqat::eval {
 
 namespace {
 
-constexpr int kMaxDepth = 200;
-
 // Function names recognized after a backslash or as plain letters, longest first.
 constexpr std::array<std::string_view, 17> kFunctions = {
     "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "sqrt", "sin", "cos",
@@ -53,7 +51,7 @@ class Parser {
       ExprPtr rhs = parse_sum();
       skip_ws();
       if (!at_end()) error("unexpected text after the equation");
-      return make_node(Kind::equation, {lhs, rhs});
+      return node(Kind::equation, {lhs, rhs});
     }
     if (!at_end()) error("unexpected character");
     return lhs;
@@ -87,9 +85,17 @@ class Parser {
     ++pos_;
   }
 
+  // make_node, refusing trees taller than kMaxNesting: chains built by loops (a/b/c/..., n!!!...)
+  // grow the tree without recursing here, and evaluating them would.
+  ExprPtr node(Kind kind, std::vector<ExprPtr> args, std::string name = {}) {
+    ExprPtr e = make_node(kind, std::move(args), std::move(name));
+    if (e->height > kMaxNesting) error("nesting too deep");
+    return e;
+  }
+
   struct DepthGuard {
     explicit DepthGuard(Parser& p) : p(p) {
-      if (++p.depth_ > kMaxDepth) p.error("nesting too deep");
+      if (++p.depth_ > kMaxNesting) p.error("nesting too deep");
       p.budget_.tick();
     }
     ~DepthGuard() { --p.depth_; }
@@ -106,20 +112,20 @@ class Parser {
       ++pos_;
     }
     ExprPtr t = parse_product();
-    terms.push_back(negate ? make_node(Kind::neg, {t}) : t);
+    terms.push_back(negate ? node(Kind::neg, {t}) : t);
     for (;;) {
       skip_ws();
       char c = peek();
       if (c == '+' || c == '-') {
         ++pos_;
         ExprPtr next = parse_product();
-        terms.push_back(c == '-' ? make_node(Kind::neg, {next}) : next);
+        terms.push_back(c == '-' ? node(Kind::neg, {next}) : next);
         continue;
       }
       if (c == '\\' && peek_command() == "pm") error("\\pm inside an expression");
       break;
     }
-    return terms.size() == 1 ? terms[0] : make_node(Kind::add, std::move(terms));
+    return terms.size() == 1 ? terms[0] : node(Kind::add, std::move(terms));
   }
 
   bool starts_factor() {
@@ -167,17 +173,17 @@ class Parser {
       ExprPtr next = parse_signed_factor();
       if (mixed_candidate && next->kind == Kind::div && is_integer_literal(*next->args[0]) &&
           is_integer_literal(*next->args[1])) {
-        factors = {make_node(Kind::add, {factors[0], next})};
+        factors = {node(Kind::add, {factors[0], next})};
         continue;
       }
       if (divide) {
-        ExprPtr left = factors.size() == 1 ? factors[0] : make_node(Kind::mul, factors);
-        factors = {make_node(Kind::div, {left, next})};
+        ExprPtr left = factors.size() == 1 ? factors[0] : node(Kind::mul, factors);
+        factors = {node(Kind::div, {left, next})};
       } else {
         factors.push_back(next);
       }
     }
-    return factors.size() == 1 ? factors[0] : make_node(Kind::mul, std::move(factors));
+    return factors.size() == 1 ? factors[0] : node(Kind::mul, std::move(factors));
   }
 
   ExprPtr parse_signed_factor() {
@@ -185,7 +191,7 @@ class Parser {
     skip_ws();
     if (peek() == '-') {
       ++pos_;
-      return make_node(Kind::neg, {parse_signed_factor()});
+      return node(Kind::neg, {parse_signed_factor()});
     }
     if (peek() == '+') {
       ++pos_;
@@ -201,7 +207,7 @@ class Parser {
     if (peek() == '^') {
       ++pos_;
       ExprPtr exponent = parse_exponent();
-      return parse_postfix(make_node(Kind::pow, {base, exponent}));
+      return parse_postfix(node(Kind::pow, {base, exponent}));
     }
     return base;
   }
@@ -215,7 +221,7 @@ class Parser {
     char c = peek();
     if (c == '-') {
       ++pos_;
-      return make_node(Kind::neg, {parse_exponent()});
+      return node(Kind::neg, {parse_exponent()});
     }
     if (c == '{' || c == '(') {
       e = parse_primary();
@@ -224,7 +230,7 @@ class Parser {
     } else if (std::isalpha(static_cast<unsigned char>(c))) {
       e = make_variable(std::string(1, c));
       ++pos_;
-      if (c == 'e') e = make_node(Kind::e, {});
+      if (c == 'e') e = node(Kind::e, {});
     } else if (c == '\\') {
       e = parse_primary();
     } else {
@@ -234,7 +240,7 @@ class Parser {
     skip_ws();
     if (peek() == '^') {
       ++pos_;
-      e = make_node(Kind::pow, {e, parse_exponent()});
+      e = node(Kind::pow, {e, parse_exponent()});
     }
     return e;
   }
@@ -244,7 +250,7 @@ class Parser {
       skip_ws();
       if (peek() == '!') {
         ++pos_;
-        e = make_node(Kind::factorial, {e});
+        e = node(Kind::factorial, {e});
       } else {
         return e;
       }
@@ -325,7 +331,7 @@ class Parser {
     }
     if (std::isalpha(static_cast<unsigned char>(c))) {
       ++pos_;
-      return c == 'e' ? make_node(Kind::e, {}) : make_variable(std::string(1, c));
+      return c == 'e' ? node(Kind::e, {}) : make_variable(std::string(1, c));
     }
     if (c == '\\') return parse_primary();
     error("missing argument");
@@ -344,7 +350,7 @@ class Parser {
       if (std::isalpha(static_cast<unsigned char>(peek())) && function_at_letters()) break;
       factors.push_back(parse_power());
     }
-    return factors.size() == 1 ? factors[0] : make_node(Kind::mul, std::move(factors));
+    return factors.size() == 1 ? factors[0] : node(Kind::mul, std::move(factors));
   }
 
   bool function_at_letters() const {
@@ -358,7 +364,7 @@ class Parser {
     if (name == "sqrt") {
       skip_ws();
       ExprPtr x = (peek() == '(' || peek() == '{') ? parse_primary() : parse_tex_argument();
-      return make_node(Kind::root, {x, make_number(2)});
+      return node(Kind::root, {x, make_number(2)});
     }
     // \log_b x: a base; \sin^2 x: a power of the function's value.
     ExprPtr base;
@@ -380,14 +386,14 @@ class Parser {
       if (name != "log") error("subscript on a function");
       args.push_back(base);
     }
-    ExprPtr f = make_node(Kind::function, std::move(args), name);
+    ExprPtr f = node(Kind::function, std::move(args), name);
     if (power) {
       // \sin^{-1} x is arcsin x.
       if (power->kind == Kind::neg && power->args[0]->kind == Kind::number &&
           power->args[0]->value == 1 && (name == "sin" || name == "cos" || name == "tan")) {
-        return make_node(Kind::function, {x}, "arc" + name);
+        return node(Kind::function, {x}, "arc" + name);
       }
-      f = make_node(Kind::pow, {f, power});
+      f = node(Kind::pow, {f, power});
     }
     return f;
   }
@@ -422,7 +428,7 @@ class Parser {
       ++pos_;
       ExprPtr inner = parse_sum();
       expect('|');
-      return make_node(Kind::abs, {inner});
+      return node(Kind::abs, {inner});
     }
     if (std::isalpha(static_cast<unsigned char>(c))) {
       for (auto f : kFunctions) {
@@ -433,10 +439,10 @@ class Parser {
       }
       if (s_.substr(pos_, 2) == "pi" && !std::isalpha(static_cast<unsigned char>(peek(2)))) {
         pos_ += 2;
-        return make_node(Kind::pi, {});
+        return node(Kind::pi, {});
       }
       ++pos_;
-      if (c == 'e') return make_node(Kind::e, {});
+      if (c == 'e') return node(Kind::e, {});
       std::string name(1, c);
       if (peek() == '_') {
         ++pos_;
@@ -450,12 +456,12 @@ class Parser {
       if (cmd == "frac") {
         ExprPtr num = parse_tex_argument();
         ExprPtr den = parse_tex_argument();
-        return make_node(Kind::div, {num, den});
+        return node(Kind::div, {num, den});
       }
       if (cmd == "binom") {
         ExprPtr n = parse_tex_argument();
         ExprPtr k = parse_tex_argument();
-        return make_node(Kind::binomial, {n, k});
+        return node(Kind::binomial, {n, k});
       }
       if (cmd == "sqrt") {
         skip_ws();
@@ -465,10 +471,10 @@ class Parser {
           index = parse_group(']');
         }
         ExprPtr x = parse_tex_argument();
-        return make_node(Kind::root, {x, index});
+        return node(Kind::root, {x, index});
       }
-      if (cmd == "pi") return make_node(Kind::pi, {});
-      if (cmd == "infty") return make_node(Kind::infinity, {});
+      if (cmd == "pi") return node(Kind::pi, {});
+      if (cmd == "infty") return node(Kind::infinity, {});
       if (cmd == "operatorname") {
         skip_ws();
         if (peek() != '{') error("bad \\operatorname");
@@ -505,7 +511,7 @@ class Parser {
 }  // namespace
 
 ExprPtr parse_latex(std::string_view text, Budget& budget) {
-  if (text.size() > 20000) throw ParseError("answer too long");
+  if (text.size() > kMaxAnswerChars) throw ParseError("answer too long");
   Parser parser(text, budget);
   return parser.parse_all();
 }

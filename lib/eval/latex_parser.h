@@ -18,7 +18,8 @@ class ParseError : public std::runtime_error {
 };
 
 // Throws ParseError for text that is not one expression (or one equation), Timeout when the budget
-// runs out. Nesting deeper than 200 levels is a ParseError.
+// runs out. Nesting deeper than kMaxNesting levels (recursion or tree height) and text longer than
+// kMaxAnswerChars are ParseErrors.
 ExprPtr parse_latex(std::string_view text, Budget& budget);
 
 }  // namespace rqat::eval

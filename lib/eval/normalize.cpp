@@ -1,10 +1,13 @@
 // Answer normalization: a fixed sequence of textual rewrites (see normalize_answer), written with
 // plain scans rather than std::regex so that long or odd answers cost linear time.
 #include "eval/normalize.h"
+
+#include "eval/budget.h"
 #include "eval/text_util.h"
 
 #include <array>
 #include <cctype>
+#include <utility>
 #include <vector>
 
 namespace rqat::eval {
@@ -16,28 +19,64 @@ using text::is_digit;
 using text::is_space;
 using text::trim;
 
+// Builds the result in one pass: replacing in place moves the tail once per hit, which is
+// quadratic for an answer made of thousands of hits.
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  if (from.empty()) return;
+  if (from.empty() || s.find(from) == std::string::npos) return;
+  std::string out;
+  out.reserve(s.size());
   size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
+  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+    out.append(s, pos, hit - pos);
+    out += to;
   }
+  out.append(s, pos);
+  s = std::move(out);
 }
 
-// Replaces the command \from (not followed by a letter) with `to`.
+// True when the command \name starts at s[at] and is not the prefix of a longer command name
+// (\text is not \textbf).
+bool command_at(std::string_view s, size_t at, std::string_view name) {
+  if (s[at] != '\\' || s.substr(at + 1, name.size()) != name) return false;
+  size_t end = at + 1 + name.size();
+  return !(end < s.size() && is_alpha(s[end]) && is_alpha(name.back()));
+}
+
+// Replaces the command \from (not followed by a letter) with `to`, in one pass.
 void replace_command(std::string& s, std::string_view from, std::string_view to) {
-  std::string needle = "\\" + std::string(from);
-  size_t pos = 0;
-  while ((pos = s.find(needle, pos)) != std::string::npos) {
-    size_t end = pos + needle.size();
-    if (end < s.size() && is_alpha(s[end]) && is_alpha(needle.back())) {
-      pos = end;
+  const std::string needle = "\\" + std::string(from);
+  if (s.find(needle) == std::string::npos) return;
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    if (command_at(s, i, from)) {
+      out += to;
+      i += needle.size();
+    } else {
+      out += s[i++];
+    }
+  }
+  s = std::move(out);
+}
+
+// For each '{' the index of its closing '}' (npos when it never closes), for the whole text in one
+// pass; escaped \{ and \} are not braces, as in matching_brace.
+std::vector<size_t> closing_braces(std::string_view s) {
+  std::vector<size_t> close(s.size(), std::string_view::npos);
+  std::vector<size_t> open;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == '{' || s[i + 1] == '}')) {
+      ++i;
       continue;
     }
-    s.replace(pos, needle.size(), to);
-    pos += to.size();
+    if (s[i] == '{') {
+      open.push_back(i);
+    } else if (s[i] == '}' && !open.empty()) {
+      close[open.back()] = i;
+      open.pop_back();
+    }
   }
+  return close;
 }
 
 // Units stripped when they trail a number (docs/grading.md lists them).
@@ -112,7 +151,9 @@ std::string strip_thousands(const std::string& s) {
 }
 
 // \frac12 -> \frac{1}{2}, \sqrt2 -> \sqrt{2}, \sqrt[3]8 -> \sqrt[3]{8}, \binom52 -> \binom{5}{2}.
-std::string brace_arguments(const std::string& s) {
+// Braced arguments are rewritten recursively; deeper than kMaxNesting levels they are kept as
+// written (the parser refuses that depth anyway), so 10^4 nested \frac{ cannot exhaust the stack.
+std::string brace_arguments(const std::string& s, int depth = 0) {
   std::string out;
   size_t i = 0;
   while (i < s.size()) {
@@ -146,7 +187,8 @@ std::string brace_arguments(const std::string& s) {
           out += s.substr(i);
           return out;
         }
-        out += "{" + brace_arguments(s.substr(i + 1, close - i - 1)) + "}";
+        std::string inner = s.substr(i + 1, close - i - 1);
+        out += "{" + (depth < kMaxNesting ? brace_arguments(inner, depth + 1) : inner) + "}";
         i = close + 1;
       } else if (s[i] == '\\') {
         size_t k = i + 1;
@@ -244,34 +286,41 @@ size_t matching_brace(std::string_view text, size_t open) {
 }
 
 std::string unwrap_command(std::string_view text, std::string_view name) {
-  std::string s(text);
-  std::string needle = "\\" + std::string(name);
-  size_t pos = 0;
-  while ((pos = s.find(needle, pos)) != std::string::npos) {
-    size_t j = pos + needle.size();
-    if (j < s.size() && is_alpha(s[j])) {
-      pos = j;
+  if (text.find("\\" + std::string(name)) == std::string_view::npos) return std::string(text);
+  // One pass with every brace matched up front: unwrapping one group at a time rescanned and moved
+  // the text per group, quadratic for thousands of nested wrappers.
+  const std::vector<size_t> close = closing_braces(text);
+  std::vector<bool> dropped(text.size(), false);  // closing braces of unwrapped groups
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (dropped[i]) {
+      ++i;
       continue;
     }
-    while (j < s.size() && s[j] == ' ') ++j;
-    if (j >= s.size() || s[j] != '{') {
-      s.erase(pos, needle.size());
+    if (!command_at(text, i, name)) {
+      out += text[i++];
       continue;
     }
-    size_t close = matching_brace(s, j);
-    if (close == std::string::npos) {
-      pos = j;
-      continue;
+    const size_t after_name = i + 1 + name.size();
+    size_t brace = after_name;
+    while (brace < text.size() && text[brace] == ' ') ++brace;
+    if (brace < text.size() && text[brace] == '{' && close[brace] != std::string_view::npos) {
+      dropped[close[brace]] = true;  // \name{content} -> content (content is read on)
+      i = brace + 1;
+    } else if (brace < text.size() && text[brace] == '{') {
+      out.append(text.substr(i, brace - i));  // an unclosed group is kept as written
+      i = brace;
+    } else {
+      i = after_name;  // a bare \name is dropped
     }
-    std::string content = s.substr(j + 1, close - j - 1);
-    s.replace(pos, close - pos + 1, content);
   }
-  return s;
+  return out;
 }
 
 std::string normalize_answer(std::string_view answer) {
   std::string s = trim(answer);
-  if (s.size() > 20000) return s;
+  if (s.size() > kMaxAnswerChars) return s;
 
   // Unicode symbols models print.
   replace_all(s, "\u2212", "-");

@@ -35,51 +35,95 @@ struct Value {
   std::optional<bool> boolean;  // a plain true/false: a switch, passed as a bare --flag or left out
 };
 
-// Resolves ${...} for one sweep point, recording which sweep variables a value used.
+// Resolves ${...} for one sweep point, recording which sweep variables a value used. Each value
+// it is asked for is resolved within the bounds of interpolation.h.
 class Resolver {
  public:
   Resolver(const ExperimentSource& source, const ExperimentSpec& spec, const SweepPoint& point,
            std::map<std::string, std::string> builtins)
       : source_(source), spec_(spec), point_(point), builtins_(std::move(builtins)) {}
 
-  // Directories of the stages resolved so far at this point (for ${stage:NAME}).
-  std::function<std::string(const std::string& stage)> stage_dir;
+  // Directories of the stages resolved so far at this point (for ${stage:NAME}); until a stage
+  // instance is being built there are none.
+  std::function<std::string(const std::string& stage)> stage_dir = [](const std::string& stage) {
+    return std::string(no_stage_here(stage));
+  };
   std::set<std::string>* used = nullptr;  // sweep variables used (may be null)
 
   std::string text(const LocatedValue& value) { return text(value.path, value.node); }
 
   std::string text(const std::string& path, const YAML::Node& node) {
+    start_value();
+    return resolve_text(path, node);
+  }
+
+  Value value(const LocatedValue& v) {
+    start_value();
+    return resolve_value(v);
+  }
+
+ private:
+  [[noreturn]] static std::string no_stage_here(const std::string& stage) {
+    throw InterpolationError(fmt::format(
+        "${{stage:{}}} can only be used in a stage (its tool, args, positional or label)", stage));
+  }
+
+  // A new value gets a fresh budget; the variables it uses spend from it.
+  void start_value() {
+    if (resolving_.empty()) spent_ = {};
+  }
+
+  void spend_reference() {
+    if (++spent_.references > kMaxReferencesPerValue)
+      throw InterpolationError(fmt::format(
+          "expands more than {} ${{...}} references (variables that use other variables several "
+          "times multiply)",
+          kMaxReferencesPerValue));
+  }
+
+  void spend_characters(size_t count) {
+    spent_.characters += count;
+    if (spent_.characters > kMaxExpandedCharsPerValue)
+      throw InterpolationError(
+          fmt::format("expands to more than {} characters", kMaxExpandedCharsPerValue));
+  }
+
+  std::string resolve_text(const std::string& path, const YAML::Node& node) {
     try {
-      return interpolate(node.Scalar(), [&](const std::string& inner) { return scalar_of(inner); });
+      std::string out =
+          interpolate(node.Scalar(), [&](const std::string& inner) { return scalar_of(inner); });
+      spend_characters(out.size());
+      return out;
     } catch (const InterpolationError& e) {
       source_.fail_at(path, node, e.what());
     }
   }
 
-  Value value(const LocatedValue& v) {
+  Value resolve_value(const LocatedValue& v) {
     Value out;
     if (v.node.IsNull()) return out;
     if (v.node.IsSequence()) {
       out.is_list = true;
       for (size_t i = 0; i < v.node.size(); ++i)
-        out.items.push_back(text(fmt::format("{}[{}]", v.path, i), v.node[i]));
+        out.items.push_back(resolve_text(fmt::format("{}[{}]", v.path, i), v.node[i]));
       return out;
     }
     if (const auto name = sole_reference(v.node.Scalar()); name && name->rfind("stage:", 0) != 0) {
       try {
+        spend_reference();
         return variable(*name);
       } catch (const InterpolationError& e) {
         source_.fail_at(v.path, v.node, e.what());
       }
     }
-    out.items.push_back(text(v));
+    out.items.push_back(resolve_text(v.path, v.node));
     if (is_plain_bool(v.node, true)) out.boolean = true;
     if (is_plain_bool(v.node, false)) out.boolean = false;
     return out;
   }
 
- private:
   std::string scalar_of(const std::string& inner) {
+    spend_reference();
     if (inner.rfind("stage:", 0) == 0) return stage_dir(inner.substr(6));
     Value v = variable(inner);
     if (v.is_list)
@@ -104,17 +148,27 @@ class Resolver {
     if (std::find(resolving_.begin(), resolving_.end(), name) != resolving_.end())
       throw InterpolationError(fmt::format("variables refer to each other in a cycle: {} -> {}",
                                            fmt::join(resolving_, " -> "), name));
+    // Each level is a few stack frames; the spec reader refuses deeper chains already.
+    if (resolving_.size() >= static_cast<size_t>(kMaxVariableDepth))
+      throw InterpolationError(
+          fmt::format("variables use variables more than {} levels deep", kMaxVariableDepth));
     resolving_.push_back(name);
-    Value v = value(it->second);
+    Value v = resolve_value(it->second);
     resolving_.pop_back();
     return v;
   }
+
+  struct Spent {
+    size_t references = 0;
+    size_t characters = 0;
+  };
 
   const ExperimentSource& source_;
   const ExperimentSpec& spec_;
   const SweepPoint& point_;
   std::map<std::string, std::string> builtins_;
   std::vector<std::string> resolving_;
+  Spent spent_;  // by the value being resolved
 };
 
 std::string id_component(const std::string& value) {
@@ -129,7 +183,10 @@ std::string id_component(const std::string& value) {
 
 void apply_resources(const ExperimentSource& source, Resolver& resolver, const NamedValues& values,
                      SlurmResources& r) {
-  for (const auto& [key, value] : values) {
+  // Plain references, not structured bindings: clang 14 (the fuzz build) cannot capture those.
+  for (const auto& entry : values) {
+    const auto& key = entry.first;
+    const auto& value = entry.second;
     const std::string text = resolver.text(value);
     auto as_int = [&] {
       if (text.empty() || !std::all_of(text.begin(), text.end(), ::isdigit) || text.size() > 6)
@@ -182,9 +239,10 @@ NamedValues merged_args(const ExperimentSpec& spec, const StageSpec& stage,
                         const std::string& tool) {
   NamedValues args;
   if (auto it = spec.defaults.find(tool); it != spec.defaults.end()) args = it->second;
-  for (const auto& [key, value] : stage.args) {
-    auto same =
-        std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == key; });
+  for (const auto& entry : stage.args) {
+    const auto& [key, value] = entry;
+    auto same = std::find_if(args.begin(), args.end(),
+                             [&](const auto& a) { return a.first == entry.first; });
     if (same != args.end())
       same->second = value;
     else
@@ -261,6 +319,7 @@ struct PlanState {
   const ExperimentSpec& spec;
   ExperimentPlan& plan;
   std::map<std::string, std::string> builtins;
+  bool check_input_paths;
   std::vector<SweepPoint> points;
   // instance id of each stage at each point (absent: excluded there by `only`)
   std::vector<std::map<std::string, std::string>> point_instances;
@@ -374,6 +433,7 @@ class InstanceBuilder {
 
   // Paths under the run directory are written by earlier stages; anything else must exist now.
   void note_if_missing(const std::string& item, const LocatedValue& value) {
+    if (!state_.check_input_paths) return;
     if (!inside(item, state_.plan.run_dir) && !std::filesystem::exists(item))
       instance_.missing_paths.push_back(
           fmt::format("{}: {}", state_.source.where(value.path, value.node).to_string(), item));
@@ -453,7 +513,13 @@ void expand_stage(PlanState& state, const StageSpec& stage) {
 }  // namespace
 
 ExperimentPlan load_experiment_plan(const PlanOptions& options) {
-  const ExperimentSource source(options.experiment_file, options.overrides);
+  return load_experiment_plan_from_text(read_experiment_text(options.experiment_file), options);
+}
+
+ExperimentPlan load_experiment_plan_from_text(const std::string& yaml_text,
+                                              const PlanOptions& options) {
+  const ExperimentSource source(options.experiment_file, yaml_text, options.overrides,
+                                options.limits);
   const ExperimentSpec spec = read_experiment_spec(source);
 
   ExperimentPlan plan;
@@ -470,7 +536,9 @@ ExperimentPlan load_experiment_plan(const PlanOptions& options) {
   plan.run_dir = plan_run_dir(options, source, spec, plan.sweep_variables, builtins);
   builtins["run_dir"] = plan.run_dir.string();
 
-  PlanState state{source, spec, plan, std::move(builtins), expand_sweep(spec.sweep), {}, {}, {}};
+  PlanState state{
+      source, spec, plan, std::move(builtins), options.check_input_paths, expand_sweep(spec.sweep),
+      {},     {},   {}};
   state.point_instances.resize(state.points.size());
   for (const auto& stage : spec.stages) expand_stage(state, stage);
   check_distinct_outputs(plan);

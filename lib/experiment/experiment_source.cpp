@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
+#include "experiment/yaml_bounds.h"
 #include "io/error.h"
 
 namespace rqat::experiment {
@@ -22,9 +25,18 @@ std::vector<std::string> split_path(const std::string& path) {
   return parts;
 }
 
-YAML::Node parse_override_value(const std::string& text) {
+// Bounds the text, then parses its first document; syntax errors name their line.
+YAML::Node parse_bounded(const std::string& text, const YamlTextName& name,
+                         const ExperimentLimits& limits) {
+  check_yaml_nesting(text, name);
+  check_yaml_expansion(text, name, limits.max_yaml_nodes);
+  return YAML::Load(text);
+}
+
+YAML::Node parse_override_value(const std::string& text, const std::string& flag,
+                                const ExperimentLimits& limits) {
   try {
-    return YAML::Load(text);
+    return parse_bounded(text, {flag, false}, limits);
   } catch (const YAML::Exception&) {
     return YAML::Node(text);  // not valid YAML on its own (e.g. "a: b: c"): take it as a string
   }
@@ -32,12 +44,22 @@ YAML::Node parse_override_value(const std::string& text) {
 
 }  // namespace
 
-ExperimentSource::ExperimentSource(const std::filesystem::path& file,
-                                   const std::vector<std::string>& overrides)
-    : file_(file) {
-  if (!std::filesystem::is_regular_file(file)) fail("{}: no such experiment file", file.string());
+std::string read_experiment_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!std::filesystem::is_regular_file(file) || !in)
+    fail("{}: no such experiment file", file.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("{}: cannot read the experiment file", file.string());
+  return text.str();
+}
+
+ExperimentSource::ExperimentSource(const std::filesystem::path& file, const std::string& text,
+                                   const std::vector<std::string>& overrides,
+                                   const ExperimentLimits& limits)
+    : file_(file), limits_(limits) {
   try {
-    root_ = YAML::LoadFile(file.string());
+    root_ = parse_bounded(text, {file.string(), true}, limits);
   } catch (const YAML::ParserException& e) {
     fail("{}:{}:{}: {}", file.string(), e.mark.line + 1, e.mark.column + 1, e.msg);
   } catch (const YAML::Exception& e) {
@@ -45,32 +67,33 @@ ExperimentSource::ExperimentSource(const std::filesystem::path& file,
   }
   if (!root_.IsMap())
     fail("{}: an experiment file is a YAML mapping (name, stages, ...)", file.string());
+  for (const auto& item : overrides) apply_override(item);
+}
 
-  for (const auto& item : overrides) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) fail("--set {}: expected KEY=VALUE", item);
-    std::string key = item.substr(0, eq);
-    const std::string flag = "--set " + key;
-    if (key.find('.') == std::string::npos) key = "vars." + key;
-    const auto parts = split_path(key);
-    if (std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p.empty(); }))
-      fail("{}: empty component in the key", flag);
-    // reset() rebinds the handle; plain assignment would overwrite the node it points to.
-    YAML::Node node;
-    node.reset(root_);
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      if (!node[parts[i]] || node[parts[i]].IsNull())
-        node[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      YAML::Node child;
-      child.reset(node[parts[i]]);
-      if (!child.IsMap())
-        fail("{}: {} is not a mapping", flag,
-             fmt::format("{}", fmt::join(parts.begin(), parts.begin() + i + 1, ".")));
-      node.reset(child);
-    }
-    node[parts.back()] = parse_override_value(item.substr(eq + 1));
-    overridden_[key] = flag;
+void ExperimentSource::apply_override(const std::string& item) {
+  const size_t eq = item.find('=');
+  if (eq == std::string::npos || eq == 0) fail("--set {}: expected KEY=VALUE", item);
+  std::string key = item.substr(0, eq);
+  const std::string flag = "--set " + key;
+  if (key.find('.') == std::string::npos) key = "vars." + key;
+  const auto parts = split_path(key);
+  if (std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p.empty(); }))
+    fail("{}: empty component in the key", flag);
+  // reset() rebinds the handle; plain assignment would overwrite the node it points to.
+  YAML::Node node;
+  node.reset(root_);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!node[parts[i]] || node[parts[i]].IsNull())
+      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node child;
+    child.reset(node[parts[i]]);
+    if (!child.IsMap())
+      fail("{}: {} is not a mapping", flag,
+           fmt::format("{}", fmt::join(parts.begin(), parts.begin() + i + 1, ".")));
+    node.reset(child);
   }
+  node[parts.back()] = parse_override_value(item.substr(eq + 1), flag, limits_);
+  overridden_[key] = flag;
 }
 
 SourceLocation ExperimentSource::where(const std::string& path, const YAML::Node& node) const {

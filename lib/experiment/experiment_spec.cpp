@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <limits>
+#include <queue>
 #include <set>
 
 #include "experiment/experiment_plan.h"
@@ -79,6 +81,23 @@ std::vector<std::string> scalar_list(const ExperimentSource& source, const std::
   return items;
 }
 
+// Each point instantiates every stage, so the points are counted before any is made.
+void check_sweep_size(const ExperimentSource& source, const YAML::Node& node, const Sweep& sweep) {
+  const uint64_t limit = source.limits().max_sweep_points;
+  const uint64_t points = sweep_size(sweep);
+  if (points <= limit) return;
+  std::vector<size_t> factors;
+  for (const auto& axis : sweep.grid) factors.push_back(axis.values.size());
+  if (!sweep.zip.empty()) factors.push_back(sweep.zip.front().values.size());
+  const std::string count = points == std::numeric_limits<uint64_t>::max()
+                                ? "more than 10^19"
+                                : fmt::format("{}", points);
+  source.fail_at("sweep", node,
+                 fmt::format("the sweep has {} points ({}), more than the limit of {}; raise "
+                             "--max-sweep-points to expand it",
+                             count, fmt::join(factors, " x "), limit));
+}
+
 // A swept variable may also have a default in vars; the sweep wins (Resolver looks there first).
 Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node) {
   Sweep sweep;
@@ -111,13 +130,17 @@ Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node) {
       }
     }
   }
+  check_sweep_size(source, node, sweep);
   return sweep;
 }
 
-// The stages a value names with ${stage:NAME}, directly or through the variables it uses.
+// The stages a value names with ${stage:NAME}, directly or through the variables it uses. Each
+// variable is followed once per value (`seen_vars` is shared by the whole walk), so variables that
+// use each other several times (a diamond, or a: "${b}${b}") cost one visit each, not one per path.
 void collect_stage_references(const ExperimentSource& source, const LocatedValue& value,
                               const std::map<std::string, LocatedValue>& vars,
-                              std::vector<std::string>& out, std::set<std::string> seen_vars = {}) {
+                              std::vector<std::string>& out, std::set<std::string>& seen_vars,
+                              int depth) {
   auto scan = [&](const std::string& path, const YAML::Node& node) {
     if (!node.IsScalar()) return;
     std::vector<std::string> references;
@@ -130,7 +153,12 @@ void collect_stage_references(const ExperimentSource& source, const LocatedValue
       if (inner.rfind("stage:", 0) == 0) {
         out.push_back(inner.substr(6));
       } else if (auto var = vars.find(inner); var != vars.end() && seen_vars.insert(inner).second) {
-        collect_stage_references(source, var->second, vars, out, seen_vars);
+        // The recursion is as deep as the chain of variables: bounded, as the resolver bounds it.
+        if (depth >= kMaxVariableDepth)
+          source.fail_at(
+              var->second.path, var->second.node,
+              fmt::format("variables use variables more than {} levels deep", kMaxVariableDepth));
+        collect_stage_references(source, var->second, vars, out, seen_vars, depth + 1);
       }
     }
   };
@@ -140,6 +168,13 @@ void collect_stage_references(const ExperimentSource& source, const LocatedValue
   } else {
     scan(value.path, value.node);
   }
+}
+
+void collect_stage_references(const ExperimentSource& source, const LocatedValue& value,
+                              const std::map<std::string, LocatedValue>& vars,
+                              std::vector<std::string>& out) {
+  std::set<std::string> seen_vars;
+  collect_stage_references(source, value, vars, out, seen_vars, 0);
 }
 
 StageSpec read_stage(const ExperimentSource& source,
@@ -200,8 +235,70 @@ StageSpec read_stage(const ExperimentSource& source,
   return stage;
 }
 
-// Dependency order (Kahn's algorithm, taking the earliest stage of the file among the ready ones);
-// a cycle is reported with its path.
+// Depth-first search for a cycle, so the message can show it. The search keeps its own stack: a
+// chain of many stages (each the input of the next) must not recurse once per stage.
+void check_no_dependency_cycle(const ExperimentSource& source, const std::vector<StageSpec>& stages,
+                               const std::map<std::string, size_t>& index) {
+  std::vector<int> state(stages.size(), 0);  // 0 new, 1 on the path, 2 done
+  struct Frame {
+    size_t stage;
+    size_t next_dep = 0;
+  };
+  std::vector<Frame> path;
+  for (size_t root = 0; root < stages.size(); ++root) {
+    if (state[root] != 0) continue;
+    state[root] = 1;
+    path.push_back({root});
+    while (!path.empty()) {
+      Frame& frame = path.back();
+      const auto& deps = stages[frame.stage].depends_on;
+      if (frame.next_dep == deps.size()) {
+        state[frame.stage] = 2;
+        path.pop_back();
+        continue;
+      }
+      const size_t j = index.at(deps[frame.next_dep++]);
+      if (state[j] == 1) {
+        std::vector<std::string> cycle;
+        auto from =
+            std::find_if(path.begin(), path.end(), [&](const Frame& f) { return f.stage == j; });
+        for (auto it = from; it != path.end(); ++it) cycle.push_back(stages[it->stage].name);
+        cycle.push_back(stages[j].name);
+        source.fail_at(stages[j].key.path, stages[j].key.node,
+                       fmt::format("dependency cycle: {}", fmt::join(cycle, " -> ")));
+      }
+      if (state[j] == 0) {
+        state[j] = 1;
+        path.push_back({j});  // `frame` is not used after this: the push may move it
+      }
+    }
+  }
+}
+
+// Kahn's algorithm, taking the earliest stage of the file among the ready ones (a min-heap of
+// indices, so many stages cost n log n, not a rescan of the file per stage placed).
+std::vector<StageSpec> dependency_order(std::vector<StageSpec> stages,
+                                        const std::map<std::string, size_t>& index) {
+  std::vector<size_t> waiting_for(stages.size());
+  std::vector<std::vector<size_t>> dependants(stages.size());
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    waiting_for[i] = stages[i].depends_on.size();  // with repeats, released as often
+    for (const auto& dep : stages[i].depends_on) dependants[index.at(dep)].push_back(i);
+    if (waiting_for[i] == 0) ready.push(i);
+  }
+  std::vector<StageSpec> ordered;
+  while (!ready.empty()) {
+    const size_t i = ready.top();
+    ready.pop();
+    for (size_t d : dependants[i])
+      if (--waiting_for[d] == 0) ready.push(d);
+    ordered.push_back(std::move(stages[i]));
+  }
+  return ordered;
+}
+
+// Dependency order; a cycle is reported with its path.
 std::vector<StageSpec> order_stages(const ExperimentSource& source, std::vector<StageSpec> stages) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < stages.size(); ++i) index[stages[i].name] = i;
@@ -217,43 +314,8 @@ std::vector<StageSpec> order_stages(const ExperimentSource& source, std::vector<
       if (dep == stage.name) source.fail_at(stage.key.path, stage.key.node, "depends on itself");
     }
   }
-  // Depth-first search for a cycle, so the message can show it.
-  std::vector<int> state(stages.size(), 0);  // 0 new, 1 on the stack, 2 done
-  std::vector<std::string> stack;
-  std::function<void(size_t)> visit = [&](size_t i) {
-    state[i] = 1;
-    stack.push_back(stages[i].name);
-    for (const auto& dep : stages[i].depends_on) {
-      const size_t j = index.at(dep);
-      if (state[j] == 1) {
-        auto from = std::find(stack.begin(), stack.end(), dep);
-        std::vector<std::string> cycle(from, stack.end());
-        cycle.push_back(dep);
-        source.fail_at(stages[j].key.path, stages[j].key.node,
-                       fmt::format("dependency cycle: {}", fmt::join(cycle, " -> ")));
-      }
-      if (state[j] == 0) visit(j);
-    }
-    stack.pop_back();
-    state[i] = 2;
-  };
-  for (size_t i = 0; i < stages.size(); ++i)
-    if (state[i] == 0) visit(i);
-
-  std::vector<StageSpec> ordered;
-  std::vector<bool> placed(stages.size(), false);
-  while (ordered.size() < stages.size()) {
-    for (size_t i = 0; i < stages.size(); ++i) {
-      if (placed[i]) continue;
-      const bool ready = std::all_of(stages[i].depends_on.begin(), stages[i].depends_on.end(),
-                                     [&](const auto& dep) { return placed[index.at(dep)]; });
-      if (!ready) continue;
-      placed[i] = true;
-      ordered.push_back(stages[i]);
-      break;
-    }
-  }
-  return ordered;
+  check_no_dependency_cycle(source, stages, index);
+  return dependency_order(std::move(stages), index);
 }
 
 }  // namespace

@@ -1,6 +1,25 @@
 #include "experiment/sweep.h"
 
+#include <limits>
+
 namespace rqat::experiment {
+
+namespace {
+
+uint64_t saturating_multiply(uint64_t a, uint64_t b) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  if (a != 0 && b > kMax / a) return kMax;
+  return a * b;
+}
+
+}  // namespace
+
+uint64_t sweep_size(const Sweep& sweep) {
+  uint64_t points = 1;
+  for (const auto& axis : sweep.grid) points = saturating_multiply(points, axis.values.size());
+  if (!sweep.zip.empty()) points = saturating_multiply(points, sweep.zip.front().values.size());
+  return points;
+}
 
 std::vector<std::string> Sweep::names() const {
   std::vector<std::string> names;

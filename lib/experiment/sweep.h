@@ -2,6 +2,7 @@
 // together).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,9 +23,15 @@ struct Sweep {
 // One assignment of every sweep variable, in names() order.
 using SweepPoint = std::vector<std::pair<std::string, std::string>>;
 
+// How many points expand_sweep returns: the grid's sizes multiplied, times the zip length.
+// Saturates at UINT64_MAX instead of wrapping, so 30 axes of 10 values are "too many", not a
+// small wrapped number.
+uint64_t sweep_size(const Sweep& sweep);
+
 // All points: the grid's cartesian product (first axis outermost), each crossed with the zip's
-// positions. No axes: one empty point. Zip lengths must agree (the caller validates with
-// locations).
+// positions. No axes: one empty point. Zip lengths must agree, and the caller bounds
+// sweep_size() first (read_experiment_spec refuses more than ExperimentLimits::max_sweep_points),
+// since the points are materialized.
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep);
 
 }  // namespace rqat::experiment

@@ -3,6 +3,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <exception>
 #include <system_error>
 
 #include "io/error.h"
@@ -92,10 +93,31 @@ void write_attribute(hid_t file, const std::string& path, const std::string& nam
   check(H5Awrite(attribute.get(), type.get(), &text), path, "write attribute '" + name + "'");
 }
 
+// The most values one column may hold. rqat's metric files have one value per step or sample; a
+// dataset can declare any extent in a few bytes (unwritten chunks read as the fill value), so the
+// extent is checked before a buffer of that size is allocated.
+constexpr hsize_t kMaxColumnValues = hsize_t{1} << 28;
+
+// What the visit callbacks share. HDF5 is C: an exception must not unwind through its frames
+// (its locks and handles would be left behind), so a callback stores the error and stops the
+// iteration, and read() rethrows it.
 struct ReadContext {
   std::string path;
   Hdf5Columns* out;
+  std::exception_ptr error;
 };
+
+// Runs one callback body; on an exception, keeps it and tells HDF5 to stop iterating.
+template <class Body>
+herr_t guarded(ReadContext* context, Body&& body) {
+  try {
+    body();
+    return 0;
+  } catch (...) {
+    context->error = std::current_exception();
+    return -1;
+  }
+}
 
 // A numeric dataset converted by HDF5 to `memory_type` (float64 or int64) on reading.
 template <class T>
@@ -113,7 +135,11 @@ Hdf5Column read_dataset(hid_t dataset, const std::string& path, const std::strin
   if (H5Sget_simple_extent_ndims(space.get()) != 1)
     fail("{}: dataset '{}' is not one-dimensional", path, name);
   hsize_t size = 0;
-  H5Sget_simple_extent_dims(space.get(), &size, nullptr);
+  if (H5Sget_simple_extent_dims(space.get(), &size, nullptr) < 0)
+    fail("{}: HDF5 cannot read the extent of dataset '{}'", path, name);
+  if (size > kMaxColumnValues)
+    fail("{}: dataset '{}' declares {} values, above rqat's limit of 2^28 per column", path, name,
+         size);
   Handle type(H5Dget_type(dataset), H5Tclose);
   switch (H5Tget_class(type.get())) {
     case H5T_FLOAT:
@@ -143,25 +169,27 @@ Hdf5Column read_dataset(hid_t dataset, const std::string& path, const std::strin
 herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
   auto* context = static_cast<ReadContext*>(data);
   if (info->type != H5O_TYPE_DATASET) return 0;
-  Handle dataset(H5Dopen2(root, name, H5P_DEFAULT), H5Dclose);
-  if (!dataset.valid()) fail("{}: HDF5 cannot open dataset '{}'", context->path, name);
-  context->out->add(name, read_dataset(dataset.get(), context->path, name));
-  return 0;
+  return guarded(context, [&] {
+    Handle dataset(H5Dopen2(root, name, H5P_DEFAULT), H5Dclose);
+    if (!dataset.valid()) fail("{}: HDF5 cannot open dataset '{}'", context->path, name);
+    context->out->add(name, read_dataset(dataset.get(), context->path, name));
+  });
 }
 
 herr_t visit_attribute(hid_t location, const char* name, const H5A_info_t*, void* data) {
   auto* context = static_cast<ReadContext*>(data);
-  Handle attribute(H5Aopen(location, name, H5P_DEFAULT), H5Aclose);
-  Handle type(H5Aget_type(attribute.get()), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get()))
-    return 0;  // only the string attributes rqat writes
-  auto memory_type = utf8_string_type();
-  char* text = nullptr;
-  check(H5Aread(attribute.get(), memory_type.get(), &text), context->path,
-        std::string("read attribute '") + name + "'");
-  context->out->set_attribute(name, text ? text : "");
-  H5free_memory(text);
-  return 0;
+  return guarded(context, [&] {
+    Handle attribute(H5Aopen(location, name, H5P_DEFAULT), H5Aclose);
+    Handle type(H5Aget_type(attribute.get()), H5Tclose);
+    if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get()))
+      return;  // only the string attributes rqat writes
+    auto memory_type = utf8_string_type();
+    char* text = nullptr;
+    check(H5Aread(attribute.get(), memory_type.get(), &text), context->path,
+          std::string("read attribute '") + name + "'");
+    context->out->set_attribute(name, text ? text : "");
+    H5free_memory(text);
+  });
 }
 
 }  // namespace
@@ -212,12 +240,15 @@ Hdf5Columns Hdf5Columns::read(const std::filesystem::path& path) {
   Handle file(H5Fopen(source.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) fail("{}: not a readable HDF5 file", source);
   Hdf5Columns result;
-  ReadContext context{source, &result};
-  check(H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, visit_object, &context), source,
-        "list datasets");
+  ReadContext context{source, &result, nullptr};
+  const herr_t datasets = H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, visit_object, &context);
+  if (context.error) std::rethrow_exception(context.error);
+  check(datasets, source, "list datasets");
   hsize_t index = 0;
-  check(H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, &index, visit_attribute, &context),
-        source, "list attributes");
+  const herr_t attributes =
+      H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, &index, visit_attribute, &context);
+  if (context.error) std::rethrow_exception(context.error);
+  check(attributes, source, "list attributes");
   return result;
 }
 

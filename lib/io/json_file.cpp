@@ -6,6 +6,7 @@
 
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_text.h"
 
 namespace rqat::io {
 
@@ -17,18 +18,18 @@ JsonType parse_json_file(const std::filesystem::path& path) {
   if (!in) fail("{}: cannot open (missing or unreadable)", path.string());
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  check_json_nesting(text, path.string());
-  try {
-    return JsonType::parse(text);
-  } catch (const typename JsonType::parse_error& e) {
-    fail("{}: invalid JSON at byte {}", path.string(), e.byte);
-  }
+  JsonType json;
+  if (auto problem = parse_json_into(buffer.str(), json)) fail("{}: {}", path.string(), *problem);
+  return json;
 }
 
 }  // namespace
 
 void check_json_nesting(std::string_view text, std::string_view where) {
+  if (auto problem = json_nesting_problem(text)) fail("{}: {}", where, *problem);
+}
+
+std::optional<std::string> json_nesting_problem(std::string_view text) {
   std::size_t depth = 0;
   bool in_string = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -42,11 +43,12 @@ void check_json_nesting(std::string_view text, std::string_view where) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth)
-        fail("{}: JSON nested deeper than {} levels (at byte {})", where, kMaxJsonDepth, i);
+        return fmt::format("JSON nested deeper than {} levels (at byte {})", kMaxJsonDepth, i);
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;  // unbalanced text is the parser's to report
     }
   }
+  return std::nullopt;
 }
 
 Json read_json_file(const std::filesystem::path& path) { return parse_json_file<Json>(path); }

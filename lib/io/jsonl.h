@@ -11,6 +11,7 @@
 
 #include "io/error.h"
 #include "io/json_file.h"
+#include "io/json_text.h"
 
 namespace rqat::io {
 
@@ -29,16 +30,9 @@ void for_each_jsonl_object(const std::filesystem::path& path, Visit&& visit) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     JsonType row;
-    check_json_nesting(line, fmt::format("{}:{}", file, number));
-    try {
-      row = JsonType::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      std::string what = e.what();
-      for (char& c : what) {
-        if (c == '\n') c = ' ';
-      }
-      fail("{}:{}: invalid JSON on line {}: {}", file, number, number, what);
-    }
+    // The file:line name is formatted only for a line that fails.
+    if (auto problem = parse_json_into(line, row))
+      fail("{}:{}: line {}: {}", file, number, number, *problem);
     if (!row.is_object()) fail("{}:{}: line {} is not a JSON object", file, number, number);
     visit(row, number);
   }

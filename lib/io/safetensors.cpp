@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/error.h"
 #include "io/json_file.h"
+#include "io/json_text.h"
 
 namespace rqat::io {
 
@@ -76,13 +77,9 @@ void SafetensorsFile::parse_header() {
   const uint64_t data_size = file_.size() - data_start_;
   const char* text = reinterpret_cast<const char*>(file_.data() + 8);
 
-  check_json_nesting(std::string_view(text, header_len), file + " header");
   nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text, text + header_len);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{}: safetensors header is not valid JSON (byte {})", file, e.byte);
-  }
+  if (auto problem = parse_json_into(std::string_view(text, header_len), header))
+    fail("{} header: {}", file, *problem);
   if (!header.is_object()) fail("{}: safetensors header is not a JSON object", file);
 
   for (const auto& [name, value] : header.items()) {

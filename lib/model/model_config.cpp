@@ -3,6 +3,7 @@
 // load; saving writes the classic one, which both generations of transformers and other tools read.
 #include "model/model_config.h"
 
+#include "io/checked_size.h"
 #include "io/error.h"
 
 namespace rqat::model {
@@ -19,16 +20,21 @@ struct FieldReader {
     auto it = json.find(key);
     return (it == json.end() || it->is_null()) ? nullptr : &*it;
   }
-  int64_t positive_int(const char* key) const {
+  // A positive integer no larger than `limit` (a value past it is a corrupt or hostile file).
+  int64_t positive_int(const char* key, int64_t limit) const {
     const Json* v = get(key);
     if (v == nullptr) fail("{}: field '{}' is missing", source, key);
-    if (!v->is_number_integer() || v->get<int64_t>() <= 0) {
+    // Positive JSON integers are unsigned (up to 2^64 - 1): compared as such, before narrowing.
+    if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() <= 0) ||
+        (v->is_number_unsigned() && v->get<uint64_t>() == 0)) {
       fail("{}: field '{}' must be a positive integer, got {}", source, key, v->dump());
     }
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(limit))
+      fail("{}: field '{}' is {}, above rqat's limit of {}", source, key, v->dump(), limit);
     return v->get<int64_t>();
   }
-  int64_t positive_int_or(const char* key, int64_t fallback) const {
-    return get(key) ? positive_int(key) : fallback;
+  int64_t positive_int_or(const char* key, int64_t fallback, int64_t limit) const {
+    return get(key) ? positive_int(key, limit) : fallback;
   }
   double positive_number(const Json& obj, const char* key, double fallback,
                          const char* where) const {
@@ -49,16 +55,21 @@ struct FieldReader {
   std::vector<int64_t> token_ids(const char* key) const {
     const Json* v = get(key);
     if (v == nullptr) return {};
-    if (v->is_number_integer()) return {v->get<int64_t>()};
+    if (v->is_number_integer()) return {token_id(*v, key)};
     std::vector<int64_t> ids;
     if (v->is_array()) {
-      for (const auto& id : *v) {
-        if (!id.is_number_integer()) fail("{}: field '{}' must hold integers", source, key);
-        ids.push_back(id.get<int64_t>());
-      }
+      for (const auto& id : *v) ids.push_back(token_id(id, key));
       return ids;
     }
     fail("{}: field '{}' must be an integer or a list of integers", source, key);
+  }
+  // Token ids are int32 everywhere downstream.
+  int64_t token_id(const Json& v, const char* key) const {
+    if (!v.is_number_integer()) fail("{}: field '{}' must hold integers", source, key);
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(INT32_MAX)
+                               : (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX))
+      fail("{}: field '{}' holds {}, not a token id in [0, 2^31)", source, key, v.dump());
+    return v.get<int64_t>();
   }
 };
 
@@ -92,13 +103,41 @@ void parse_rope(const FieldReader& r, ModelConfig& c) {
   s.factor = r.positive_number(*spec, "factor", s.factor, where);
   s.low_freq_factor = r.positive_number(*spec, "low_freq_factor", s.low_freq_factor, where);
   s.high_freq_factor = r.positive_number(*spec, "high_freq_factor", s.high_freq_factor, where);
-  s.original_max_position_embeddings = static_cast<int64_t>(
-      r.positive_number(*spec, "original_max_position_embeddings",
-                        static_cast<double>(s.original_max_position_embeddings), where));
+  const double original = r.positive_number(
+      *spec, "original_max_position_embeddings",
+      static_cast<double>(s.original_max_position_embeddings), where);
+  // Converting a double beyond int64 is undefined behaviour, so the range is checked first.
+  if (original > static_cast<double>(kMaxConfigPositions))
+    fail("{}: field '{}original_max_position_embeddings' is {}, above rqat's limit of {}",
+         r.source, where, original, kMaxConfigPositions);
+  s.original_max_position_embeddings = static_cast<int64_t>(original);
   if (s.high_freq_factor <= s.low_freq_factor) {
     fail("{}: field '{}high_freq_factor' must exceed low_freq_factor", r.source, where);
   }
   c.rope_llama3 = s;
+}
+
+// The weights of embeddings, layers and lm_head, or nullopt when the count overflows int64.
+std::optional<int64_t> checked_weight_count(const ModelConfig& c) {
+  using io::checked_add;
+  using io::checked_product;
+  const int64_t h = c.hidden_size;
+  const auto q = checked_product({c.num_attention_heads, c.head_dim});
+  const auto kv = checked_product({c.num_key_value_heads, c.head_dim, 2});
+  if (!q || !kv) return std::nullopt;
+  // Per layer: q, k, v and o projections, the SwiGLU MLP's three, two norms and q/k norms.
+  std::optional<int64_t> layer = checked_product({h, *q, 2});
+  for (const auto part : {checked_product({h, *kv}), checked_product({h, c.intermediate_size, 3}),
+                          checked_product({h, 2}), checked_product({c.head_dim, 2})}) {
+    if (!layer || !part) return std::nullopt;
+    layer = checked_add(*layer, *part);
+  }
+  if (!layer) return std::nullopt;
+  const auto layers = checked_product({*layer, c.num_hidden_layers});
+  const auto embeddings = checked_product({c.vocab_size, h, c.tie_word_embeddings ? 1 : 2});
+  if (!layers || !embeddings) return std::nullopt;
+  const auto total = checked_add(*layers, *embeddings);
+  return total ? checked_add(*total, h) : std::nullopt;
 }
 
 }  // namespace
@@ -113,18 +152,19 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
   c.model_type = type->get<std::string>();
   c.family = parse_enum<Family>(c.model_type, fmt::format("{}: field 'model_type'", source));
 
-  c.vocab_size = r.positive_int("vocab_size");
-  c.hidden_size = r.positive_int("hidden_size");
-  c.intermediate_size = r.positive_int("intermediate_size");
-  c.num_hidden_layers = r.positive_int("num_hidden_layers");
-  c.num_attention_heads = r.positive_int("num_attention_heads");
-  c.num_key_value_heads = r.positive_int_or("num_key_value_heads", c.num_attention_heads);
+  c.vocab_size = r.positive_int("vocab_size", kMaxConfigVocabSize);
+  c.hidden_size = r.positive_int("hidden_size", kMaxConfigWidth);
+  c.intermediate_size = r.positive_int("intermediate_size", kMaxConfigWidth);
+  c.num_hidden_layers = r.positive_int("num_hidden_layers", kMaxConfigLayers);
+  c.num_attention_heads = r.positive_int("num_attention_heads", kMaxConfigHeads);
+  c.num_key_value_heads =
+      r.positive_int_or("num_key_value_heads", c.num_attention_heads, kMaxConfigHeads);
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("{}: field 'num_key_value_heads' ({}) must divide num_attention_heads ({})", source,
          c.num_key_value_heads, c.num_attention_heads);
   }
   if (r.get("head_dim") != nullptr) {
-    c.head_dim = r.positive_int("head_dim");
+    c.head_dim = r.positive_int("head_dim", kMaxConfigWidth);
   } else {
     if (c.hidden_size % c.num_attention_heads != 0) {
       fail(
@@ -137,8 +177,8 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
   if (c.head_dim % 2 != 0)
     fail("{}: field 'head_dim' ({}) must be even for rotary embeddings", source, c.head_dim);
   c.rms_norm_eps = r.positive_number(json, "rms_norm_eps", c.rms_norm_eps, "");
-  c.max_position_embeddings =
-      r.positive_int_or("max_position_embeddings", c.max_position_embeddings);
+  c.max_position_embeddings = r.positive_int_or("max_position_embeddings",
+                                                c.max_position_embeddings, kMaxConfigPositions);
   parse_rope(r, c);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
 
@@ -171,7 +211,19 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
     if (const Json* d = r.get(key); d != nullptr && d->is_string())
       c.torch_dtype = d->get<std::string>();
   }
+  if (!checked_weight_count(c) || *checked_weight_count(c) > kMaxConfigWeights)
+    fail("{}: the sizes describe more than 2^42 weights (vocab_size {}, hidden_size {}, "
+         "intermediate_size {}, {} layers, {} heads of {}), above rqat's limit",
+         source, c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+         c.num_attention_heads, c.head_dim);
   return c;
+}
+
+int64_t weight_element_count(const ModelConfig& config) {
+  const auto count = checked_weight_count(config);
+  if (!count || *count > kMaxConfigWeights)
+    fail("model config: the sizes describe more than 2^42 weights, above rqat's limit");
+  return *count;
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& config_json) {
@@ -226,12 +278,15 @@ io::Json ModelConfig::to_json() const {
 std::vector<int32_t> model_stop_token_ids(const ModelConfig& config) {
   std::vector<int32_t> ids;
   auto add = [&](int64_t id) {
+    if (id < 0 || id > INT32_MAX)
+      fail("generation_config.json: eos_token_id holds {}, not a token id in [0, 2^31)", id);
     if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end())
       ids.push_back(static_cast<int32_t>(id));
   };
   for (const auto id : config.eos_token_ids) add(id);
   if (config.generation.is_object() && config.generation.contains("eos_token_id")) {
     const auto& eos = config.generation["eos_token_id"];
+    // A value above INT64_MAX reads back negative, which add() refuses.
     if (eos.is_number_integer()) {
       add(eos.get<int64_t>());
     } else if (eos.is_array()) {

@@ -64,6 +64,21 @@ struct ModelConfig {
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };
 
+// Largest sizes config.json may declare. Real checkpoints stay far below them (Qwen3-235B: hidden
+// 4096, intermediate 12288, 151936 tokens, 94 layers, 64 heads); they keep every product the
+// decoder forms inside int64 and turn a corrupt field into an error instead of an allocation of
+// exabytes.
+inline constexpr int64_t kMaxConfigVocabSize = INT32_MAX;  // token ids are int32
+inline constexpr int64_t kMaxConfigWidth = int64_t{1} << 20;  // hidden, intermediate, head_dim
+inline constexpr int64_t kMaxConfigLayers = int64_t{1} << 12;
+inline constexpr int64_t kMaxConfigHeads = int64_t{1} << 14;
+inline constexpr int64_t kMaxConfigPositions = INT32_MAX;
+inline constexpr int64_t kMaxConfigWeights = int64_t{1} << 42;  // 4.4 trillion parameters
+
+// Number of weight elements (embeddings, every layer's projections and norms, lm_head unless
+// tied) the config describes; rqat::Error when it exceeds kMaxConfigWeights or int64.
+int64_t weight_element_count(const ModelConfig& config);
+
 // EOS ids of a model directory: config.json's eos_token_id plus generation_config.json's,
 // deduplicated.
 std::vector<int32_t> model_stop_token_ids(const ModelConfig& config);

@@ -17,6 +17,7 @@
 
 #include "io/json_file.h"
 #include "model/decoder.h"
+#include "quant/gptq_config.h"
 #include "quant/gptq_packing.h"
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
@@ -59,24 +60,6 @@ GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
                                          const std::map<std::string, QuantizedWeight>& layers,
                                          const QuantSpec& spec, const std::filesystem::path& dir,
                                          const GptqExportOptions& options = {});
-
-// What rqat reads from a "quantization_config" of quant_method "gptq".
-struct GptqCheckpointConfig {
-  int bits = 4;
-  int64_t group_size = 128;  // -1: per channel
-  bool sym = true;
-  bool desc_act = false;
-  GptqFormat format = GptqFormat::kV1;
-};
-
-// The GPTQ settings of a config.json object, or nullopt when it has no quantization_config.
-// Throws (naming `where` and the field) for other quant methods, packed formats rqat does not read
-// (marlin, bitblas, ...), pack dtypes other than int32 and per-module bit or group overrides.
-std::optional<GptqCheckpointConfig> read_gptq_config(const io::Json& config_json,
-                                                     const std::string& where);
-
-// True when dir/config.json declares a GPTQ quantization_config.
-bool is_gptq_checkpoint(const std::filesystem::path& dir);
 
 // Replaces every linear layer of `model` whose NAME.qweight is in the checkpoint of `dir` by a
 // PackedGptqLinear built from the packed tensors (bias left for load_weights). Returns the names

@@ -6,9 +6,8 @@
 
 #include <fmt/format.h>
 
-#include <regex>
-
 #include "io/error.h"
+#include "io/name_pattern.h"
 
 namespace rqat::quant {
 
@@ -30,20 +29,13 @@ std::string field_name(std::string_view where, std::string_view field) {
 
 void check_patterns(const std::vector<std::string>& patterns, std::string_view where,
                     std::string_view field) {
-  for (std::size_t i = 0; i < patterns.size(); ++i) {
-    try {
-      std::regex re(patterns[i], std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      fail("{}[{}]: '{}' is not a valid regular expression ({})", field_name(where, field), i,
-           patterns[i], e.what());
-    }
-  }
+  for (std::size_t i = 0; i < patterns.size(); ++i)
+    io::NamePattern(patterns[i], fmt::format("{}[{}]", field_name(where, field), i));
 }
 
 bool matches_any(const std::vector<std::string>& patterns, std::string_view name) {
   for (const auto& pattern : patterns) {
-    if (std::regex_match(name.begin(), name.end(), std::regex(pattern, std::regex::ECMAScript)))
-      return true;
+    if (io::NamePattern(pattern, "quant spec pattern").full_match(name)) return true;
   }
   return false;
 }

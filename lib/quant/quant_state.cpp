@@ -4,6 +4,7 @@
 
 #include "io/error.h"
 #include "io/json_file.h"
+#include "io/json_text.h"
 #include "io/safetensors.h"
 
 namespace rqat::quant {
@@ -32,12 +33,8 @@ QuantState load_quant_state(const std::filesystem::path& dir) {
   if (spec_text == file->metadata().end())
     fail("{}: metadata lacks rqat.quant_spec", path.string());
   io::Json spec_json;
-  io::check_json_nesting(spec_text->second, path.string() + ": rqat.quant_spec");
-  try {
-    spec_json = io::Json::parse(spec_text->second);
-  } catch (const std::exception& e) {
-    fail("{}: rqat.quant_spec is not valid JSON: {}", path.string(), e.what());
-  }
+  if (auto problem = io::parse_json_into(spec_text->second, spec_json))
+    fail("{}: rqat.quant_spec: {}", path.string(), *problem);
   state.spec = QuantSpec::from_json(spec_json, path.string() + ": rqat.quant_spec");
   std::set<std::string> names;
   for (const auto& entry : file->entries()) {

@@ -1,6 +1,7 @@
 // See added_tokens.h. Matching walks the text once and, at each position whose byte starts some
-// token, tries that byte's candidates longest first: the leftmost-longest result of tokenizers'
-// Aho-Corasick automaton without building one (models have tens of added tokens, not thousands).
+// token, walks the trie of the patterns as far as the text follows it, keeping the longest pattern
+// passed: the leftmost-longest result of tokenizers' Aho-Corasick automaton, in at most (longest
+// pattern) steps per position, as there.
 #include "tokenizer/added_tokens.h"
 
 #include <algorithm>
@@ -49,16 +50,60 @@ bool starts_with_word(std::string_view s) {
 
 void AddedVocabulary::add(const AddedToken& token) {
   if (const auto it = by_content_.find(token.content); it != by_content_.end()) {
-    const size_t index = by_id_.at(it->second);
-    by_id_.erase(it->second);
+    const size_t index = it->second;
+    const auto old_id = by_id_.find(tokens_[index].id);
+    if (old_id != by_id_.end() && old_id->second == index) by_id_.erase(old_id);
     tokens_[index] = token;
     by_id_[token.id] = index;
-    it->second = token.id;
     return;
   }
   by_id_[token.id] = tokens_.size();
-  by_content_.emplace(token.content, token.id);
+  by_content_.emplace(token.content, tokens_.size());
   tokens_.push_back(token);
+}
+
+void AddedVocabulary::Matcher::insert(std::string_view pattern, size_t token) {
+  uint32_t node = 0;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(pattern[i]);
+    uint32_t next = 0;
+    if (node == 0) {
+      next = root_children[byte];
+    } else {
+      for (const auto& [b, child] : nodes[node].children) {
+        if (b == byte) next = child;
+      }
+    }
+    if (next == 0) {
+      next = static_cast<uint32_t>(nodes.size());
+      nodes.emplace_back();
+      if (node == 0) {
+        root_children[byte] = next;
+      } else {
+        nodes[node].children.emplace_back(byte, next);
+      }
+    }
+    node = next;
+  }
+  if (!nodes[node].token) nodes[node].token = token;
+  empty = false;
+}
+
+std::optional<std::pair<size_t, size_t>> AddedVocabulary::Matcher::longest_at(std::string_view text,
+                                                                              size_t pos) const {
+  std::optional<std::pair<size_t, size_t>> best;
+  uint32_t node = root_children[static_cast<unsigned char>(text[pos])];
+  for (size_t i = pos + 1; node != 0; ++i) {
+    if (nodes[node].token) best.emplace(i - pos, *nodes[node].token);
+    if (i == text.size()) break;
+    const auto byte = static_cast<unsigned char>(text[i]);
+    uint32_t next = 0;
+    for (const auto& [b, child] : nodes[node].children) {
+      if (b == byte) next = child;
+    }
+    node = next;
+  }
+  return best;
 }
 
 void AddedVocabulary::finish(const Normalizer& normalizer) {
@@ -67,21 +112,11 @@ void AddedVocabulary::finish(const Normalizer& normalizer) {
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const AddedToken& t = tokens_[i];
     if (t.content.empty()) continue;
-    std::string pattern = t.content;
-    if (t.normalized) {
-      std::string scratch;
-      pattern = std::string(normalizer.apply(t.content, scratch));
-    }
-    Matcher& m = t.normalized ? normalized_ : raw_;
-    m.by_first_byte[static_cast<unsigned char>(pattern[0])].emplace_back(std::move(pattern), i);
-    m.empty = false;
-  }
-  for (Matcher* m : {&raw_, &normalized_}) {
-    for (auto& list : m->by_first_byte) {
-      std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-        return a.first.size() > b.first.size();
-      });
-    }
+    std::string scratch;
+    const std::string_view pattern =
+        t.normalized ? normalizer.apply(t.content, scratch) : std::string_view(t.content);
+    // A content that normalizes to nothing can never be matched.
+    if (!pattern.empty()) (t.normalized ? normalized_ : raw_).insert(pattern, i);
   }
 }
 
@@ -93,7 +128,7 @@ const AddedToken* AddedVocabulary::find_id(TokenId id) const {
 std::optional<TokenId> AddedVocabulary::find_content(std::string_view content) const {
   const auto it = by_content_.find(content);
   if (it == by_content_.end()) return std::nullopt;
-  return it->second;
+  return tokens_[it->second].id;
 }
 
 void AddedVocabulary::split(std::string_view text, bool normalized, std::vector<Piece>& out) const {
@@ -106,19 +141,12 @@ void AddedVocabulary::split(std::string_view text, bool normalized, std::vector<
   size_t start_offset = 0;  // end of the previous accepted token
   size_t pos = 0;           // where the search for the next match resumes
   while (pos < text.size()) {
-    const auto& candidates = m.by_first_byte[static_cast<unsigned char>(text[pos])];
-    const std::pair<std::string, size_t>* hit = nullptr;
-    for (const auto& c : candidates) {
-      if (text.compare(pos, c.first.size(), c.first) == 0) {
-        hit = &c;
-        break;
-      }
-    }
-    if (hit == nullptr) {
+    const auto hit = m.longest_at(text, pos);
+    if (!hit) {
       ++pos;
       continue;
     }
-    size_t start = pos, stop = pos + hit->first.size();
+    size_t start = pos, stop = pos + hit->first;
     pos = stop;  // matches never overlap, even when a token below is discarded
     const AddedToken& token = tokens_[hit->second];
     if (token.single_word) {

@@ -36,14 +36,30 @@ class AddedVocabulary {
   void split(std::string_view text, bool normalized, std::vector<Piece>& out) const;
 
  private:
+  // A byte trie of the patterns. Walking it from one position finds the longest pattern there in
+  // at most (longest pattern) steps, however many patterns share a prefix: trying each candidate
+  // in turn cost their total length per position, so 10^4 tokens with a common 100-byte prefix
+  // made a megabyte of text take 10^12 comparisons.
   struct Matcher {
-    // Candidate tokens by first byte, longest pattern first (for leftmost-longest matching).
-    std::array<std::vector<std::pair<std::string, size_t>>, 256> by_first_byte;
+    struct Node {
+      std::vector<std::pair<unsigned char, uint32_t>> children;  // (byte, node), few per node
+      std::optional<size_t> token;  // index in tokens_ of the pattern that ends here
+    };
+    std::vector<Node> nodes = std::vector<Node>(1);  // nodes[0] is the root
+    std::array<uint32_t, 256> root_children{};       // the root's children by byte (0: none)
     bool empty = true;
+
+    // The first token inserted with a pattern keeps it (as the stable longest-first order did).
+    void insert(std::string_view pattern, size_t token);
+    // The longest pattern starting at text[pos]: its length and token index.
+    std::optional<std::pair<size_t, size_t>> longest_at(std::string_view text, size_t pos) const;
   };
+  // Both map to indices in tokens_. Content is unique; an id may be given twice (a hostile file
+  // or a config that disagrees with tokenizer.json): the later token then owns it, and replacing
+  // a token by content never disturbs another token's id.
   std::vector<AddedToken> tokens_;
   std::unordered_map<TokenId, size_t> by_id_;
-  TokenMap by_content_;
+  std::unordered_map<std::string, size_t, StringHash, std::equal_to<>> by_content_;
   Matcher raw_, normalized_;
 };
 

@@ -8,6 +8,7 @@
 #include <queue>
 
 #include "io/error.h"
+#include "tokenizer/json_fields.h"
 #include "tokenizer/utf8.h"
 
 namespace rqat::tokenizer {
@@ -17,41 +18,63 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
     : vocab_(std::move(vocab)),
       options_(std::move(options)),
       cache_(std::make_unique<std::array<Shard, kShards>>()) {
-  TokenId max_id = -1;
-  for (const auto& [token, id] : vocab_) {
-    if (id < 0) fail("{}: model.vocab: negative id {} for token '{}'", where, id, token);
-    max_id = std::max(max_id, id);
-  }
-  id_to_token_.resize(static_cast<size_t>(max_id + 1));
-  has_id_.assign(static_cast<size_t>(max_id + 1), false);
-  for (const auto& [token, id] : vocab_) {
-    id_to_token_[id] = token;
-    has_id_[id] = true;
-  }
+  index_ids(where);
+  // Ranks are int32 in the merge loop's heap.
+  if (merges.size() > static_cast<size_t>(INT32_MAX))
+    fail("{}: model.merges: {} merges, more than 2^31 - 1", where, merges.size());
   merges_.reserve(merges.size() * 2);
   const std::string_view prefix = options_.continuing_subword_prefix;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     const auto ia = vocab_.find(a), ib = vocab_.find(b);
     if (ia == vocab_.end() || ib == vocab_.end()) {
-      fail("{}: model.merges[{}]: '{} {}' uses a token missing from the vocabulary", where, rank, a,
-           b);
+      fail("{}: model.merges[{}]: {} {} uses a token missing from the vocabulary", where, rank,
+           json_fields::excerpt(a), json_fields::excerpt(b));
     }
     // The merged token drops the continuing-subword prefix of its second part, as tokenizers does.
     std::string merged = a;
     merged += (!prefix.empty() && b.starts_with(prefix)) ? b.substr(prefix.size()) : b;
     const auto im = vocab_.find(merged);
     if (im == vocab_.end()) {
-      fail("{}: model.merges[{}]: the merged token '{}' is missing from the vocabulary", where,
-           rank, merged);
+      fail("{}: model.merges[{}]: the merged token {} is missing from the vocabulary", where, rank,
+           json_fields::excerpt(merged));
     }
     merges_[key(ia->second, ib->second)] = Merge{static_cast<int32_t>(rank), im->second};
   }
   if (options_.unk_token) {
     const auto it = vocab_.find(*options_.unk_token);
     if (it == vocab_.end())
-      fail("{}: model.unk_token '{}' is not in the vocabulary", where, *options_.unk_token);
+      fail("{}: model.unk_token {} is not in the vocabulary", where,
+           json_fields::excerpt(*options_.unk_token));
     unk_id_ = it->second;
+  }
+}
+
+// The id -> token table, sized by the largest id once every id is known to be near the number of
+// entries (kMaxIdHoles), so a hostile id cannot make it huge.
+void BpeModel::index_ids(const std::string& where) {
+  const int64_t bound = static_cast<int64_t>(vocab_.size()) + kMaxIdHoles;
+  TokenId max_id = -1;
+  for (const auto& [token, id] : vocab_) {
+    if (id < 0)
+      fail("{}: model.vocab: token {} has the negative id {}", where, json_fields::excerpt(token),
+           id);
+    if (id >= bound) {
+      fail(
+          "{}: model.vocab: token {} has id {}, far beyond the {} entries (ids must stay below {})",
+          where, json_fields::excerpt(token), id, vocab_.size(), bound);
+    }
+    max_id = std::max(max_id, id);
+  }
+  id_to_token_.resize(static_cast<size_t>(max_id + 1));
+  has_id_.assign(static_cast<size_t>(max_id + 1), false);
+  for (const auto& [token, id] : vocab_) {
+    if (has_id_[id]) {
+      fail("{}: model.vocab: tokens {} and {} both have id {}", where,
+           json_fields::excerpt(id_to_token_[id]), json_fields::excerpt(token), id);
+    }
+    id_to_token_[id] = token;
+    has_id_[id] = true;
   }
 }
 

@@ -33,10 +33,17 @@ struct BpeOptions {
   bool ignore_merges = false;
 };
 
+// Ids may leave holes (added tokens often take ids that model.vocab lacks), but only this many
+// beyond the number of entries: tables indexed by id (id_to_token_ here, the vocabulary size the
+// model's embedding is checked against) then stay the size of the vocabulary, where one hostile
+// id near 2^31 would ask for gigabytes.
+inline constexpr int64_t kMaxIdHoles = int64_t{1} << 16;
+
 class BpeModel {
  public:
   // `merges` in rank order; `where` names the file for errors (a merge whose parts or result are
-  // not in the vocabulary is an error, as in tokenizers).
+  // not in the vocabulary is an error, as in tokenizers, and so are negative or duplicate ids and
+  // ids of kMaxIdHoles or more beyond the number of entries).
   BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
            BpeOptions options, const std::string& where);
 
@@ -46,6 +53,7 @@ class BpeModel {
   std::optional<TokenId> token_to_id(std::string_view token) const;
   const std::string* id_to_token(TokenId id) const;  // nullptr when the id is not in the vocabulary
   int64_t max_id() const { return static_cast<int64_t>(id_to_token_.size()) - 1; }
+  size_t size() const { return vocab_.size(); }  // entries of the vocabulary
   size_t merge_count() const { return merges_.size(); }
 
  private:
@@ -57,6 +65,7 @@ class BpeModel {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
   void merge_word(std::string_view word, std::vector<TokenId>& out) const;
+  void index_ids(const std::string& where);
 
   TokenMap vocab_;
   std::vector<std::string> id_to_token_;

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "tokenizer/added_tokens.h"
@@ -32,6 +34,7 @@ struct TokenizerParts {
   Decoder decoder;                 // when not empty, used instead of the two cases above
   PostProcessor post;
   TokenizerConfig config;
+  std::string source;  // the file the parts came from, for errors found when assembling them
 };
 
 class BpeTokenizer final : public Tokenizer {
@@ -62,6 +65,8 @@ class BpeTokenizer final : public Tokenizer {
 
 // Builders (tokenizer_json.cpp, legacy_files.cpp) and the final assembly shared by both (load.cpp).
 TokenizerParts parts_from_tokenizer_json(const std::filesystem::path& path);
+// The same on the text of a tokenizer.json held in memory; `file` names it in errors.
+TokenizerParts parts_from_tokenizer_json_text(std::string_view text, const std::string& file);
 TokenizerParts parts_from_legacy_files(const std::filesystem::path& dir,
                                        const TokenizerConfigFiles& config);
 std::shared_ptr<const Tokenizer> assemble(TokenizerParts parts, const TokenizerConfigFiles& config);

@@ -5,6 +5,7 @@
 
 #include <string_view>
 
+#include "io/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
@@ -26,11 +27,13 @@ int byte_token_value(std::string_view token) {
   return value;
 }
 
-std::string replace_all(const std::string& token, const DecoderStep& step) {
+// The byte ranges Replace substitutes in one token.
+std::vector<std::pair<size_t, size_t>> replace_ranges(const std::string& token,
+                                                      const DecoderStep& step) {
   std::vector<std::pair<size_t, size_t>> ranges;
   if (step.regex) {
     // Streamed byte tokens may leave half a character here; a regex needs whole ones.
-    if (!utf8::is_valid(token)) return token;
+    if (!utf8::is_valid(token)) return ranges;
     step.regex->find_all(token, ranges);
   } else if (!step.pattern.empty()) {
     for (size_t at = token.find(step.pattern); at != std::string::npos;
@@ -38,6 +41,20 @@ std::string replace_all(const std::string& token, const DecoderStep& step) {
       ranges.emplace_back(at, at + step.pattern.size());
     }
   }
+  return ranges;
+}
+
+// The size of `token` once `ranges` are replaced by `content`.
+size_t replaced_size(const std::string& token, const std::vector<std::pair<size_t, size_t>>& ranges,
+                     const std::string& content) {
+  size_t removed = 0;
+  for (const auto& [b, e] : ranges) removed += e - b;
+  return token.size() - removed + ranges.size() * content.size();
+}
+
+std::string apply_ranges(const std::string& token,
+                         const std::vector<std::pair<size_t, size_t>>& ranges,
+                         const DecoderStep& step) {
   if (ranges.empty()) return token;
   std::string out;
   size_t prev = 0;
@@ -81,10 +98,25 @@ std::string metaspace(const std::string& token, const std::string& replacement, 
   return out;
 }
 
+size_t total_size(const std::vector<std::string>& tokens) {
+  size_t n = 0;
+  for (const std::string& t : tokens) n += t.size();
+  return n;
+}
+
 }  // namespace
+
+void Decoder::check_growth(size_t size, size_t input_size) const {
+  const size_t limit = kMaxGrowth * input_size + kGrowthAllowance;
+  if (size > limit) {
+    fail("{}: makes {} bytes of tokens grow past {} bytes ({}x plus {}); refusing", where_,
+         input_size, limit, kMaxGrowth, kGrowthAllowance);
+  }
+}
 
 std::vector<std::string> Decoder::run(std::vector<std::string> tokens, bool stream,
                                       bool first) const {
+  const size_t input_size = total_size(tokens);
   bool fused = false;  // a Fuse ran: the list now stands for the whole text
   for (const DecoderStep& step : steps_) {
     std::vector<std::string> next;
@@ -97,9 +129,17 @@ std::vector<std::string> Decoder::run(std::vector<std::string> tokens, bool stre
         fused = true;
         break;
       }
-      case DecoderStep::Kind::kReplace:
-        for (const std::string& t : tokens) next.push_back(replace_all(t, step));
+      case DecoderStep::Kind::kReplace: {
+        // Sizes are checked before each token is rebuilt, so no huge string is ever allocated.
+        size_t size = 0;
+        for (const std::string& t : tokens) {
+          const auto ranges = replace_ranges(t, step);
+          size += replaced_size(t, ranges, step.content);
+          check_growth(size, input_size);
+          next.push_back(apply_ranges(t, ranges, step));
+        }
         break;
+      }
       case DecoderStep::Kind::kByteFallback: {
         // Consecutive byte tokens form one string when valid UTF-8, else one U+FFFD per byte.
         std::string pending;
@@ -150,6 +190,7 @@ std::vector<std::string> Decoder::run(std::vector<std::string> tokens, bool stre
         break;
     }
     tokens = std::move(next);
+    check_growth(total_size(tokens), input_size);
   }
   return tokens;
 }

@@ -25,7 +25,14 @@ struct DecoderStep {
 
 class Decoder {
  public:
+  // Real decoders shrink the text ("<0xE2>" -> one byte, "▁" -> " "); a chain of Replace steps that
+  // each double it would ask for 2^steps bytes, so growth past 32x plus 4 KiB is an error.
+  static constexpr size_t kMaxGrowth = 32;
+  static constexpr size_t kGrowthAllowance = 4096;
+
   void add(DecoderStep step) { steps_.push_back(std::move(step)); }
+  // Names the decoder in errors raised while decoding ("FILE: decoder").
+  void set_where(std::string where) { where_ = std::move(where); }
   bool empty() const { return steps_.empty(); }
   const std::vector<DecoderStep>& steps() const { return steps_; }
 
@@ -41,7 +48,10 @@ class Decoder {
 
  private:
   std::vector<std::string> run(std::vector<std::string> tokens, bool stream, bool first) const;
+  void check_growth(size_t size, size_t input_size) const;
+
   std::vector<DecoderStep> steps_;
+  std::string where_ = "tokenizer decoder";
 };
 
 }  // namespace rqat::tokenizer

@@ -1,15 +1,32 @@
 // See json_fields.h.
 #include "tokenizer/json_fields.h"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "io/error.h"
 #include "io/json_file.h"
+#include "io/json_text.h"
 
 namespace rqat::tokenizer::json_fields {
 
 Json read(const std::filesystem::path& path) { return io::read_unordered_json_file(path); }
+
+Json parse(std::string_view text, const std::string& file) {
+  Json json;
+  if (auto problem = io::parse_json_into(text, json)) fail("{}: {}", file, *problem);
+  return json;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open (missing or unreadable)", path.string());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
 
 void bad(const std::string& file, const std::string& field, const std::string& what) {
   fail("{}: {}: {}", file, field, what);
@@ -64,6 +81,27 @@ int64_t integer(const Json& parent, const std::string& key, const std::string& f
   if (value == nullptr) bad(file, join(path, key), "missing");
   if (!value->is_number_integer()) bad(file, join(path, key), "expected an integer");
   return value->get<int64_t>();
+}
+
+
+std::string excerpt(std::string_view token) {
+  constexpr size_t kShown = 40;
+  if (token.size() <= kShown) return fmt::format("'{}'", token);
+  // Cut at a character boundary so the message stays valid UTF-8 when the token is.
+  size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(token[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("'{}...' ({} bytes)", token.substr(0, cut), token.size());
+}
+
+int32_t token_id(const Json& value, const std::string& file, const std::string& field) {
+  if (!value.is_number_integer()) bad(file, field, "expected an integer id");
+  // Unsigned JSON numbers above 2^63 would turn negative as int64_t: compare them unsigned.
+  const bool too_large = value.is_number_unsigned()
+                             ? value.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)
+                             : value.get<int64_t>() > INT32_MAX;
+  if (too_large || (!value.is_number_unsigned() && value.get<int64_t>() < 0))
+    bad(file, field, "id " + value.dump() + " is out of range (0 to 2^31 - 1)");
+  return static_cast<int32_t>(value.get<int64_t>());
 }
 
 }  // namespace rqat::tokenizer::json_fields

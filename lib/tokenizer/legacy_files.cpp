@@ -44,12 +44,11 @@ TokenizerParts parts_from_legacy_files(const std::filesystem::path& dir,
     json_fields::bad(file, "(root)", "expected an object of token -> id");
   TokenMap vocab;
   vocab.reserve(vocab_json.size());
-  for (const auto& [token, id] : vocab_json.items()) {
-    if (!id.is_number_integer()) json_fields::bad(file, token, "expected an integer id");
-    vocab.emplace(token, id.get<TokenId>());
-  }
+  for (const auto& [token, id] : vocab_json.items())
+    vocab.emplace(token, json_fields::token_id(id, file, json_fields::excerpt(token)));
   const auto merges_path = dir / "merges.txt";
   TokenizerParts parts;
+  parts.source = file;
   parts.model = std::make_unique<BpeModel>(std::move(vocab), read_merges(merges_path), BpeOptions{},
                                            file + " + " + merges_path.string());
   if (config.tokenizer_class.starts_with("Qwen2Tokenizer")) {

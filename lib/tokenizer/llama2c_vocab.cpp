@@ -18,6 +18,10 @@ using OJson = nlohmann::ordered_json;
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 constexpr int32_t kMaxPieceBytes = 1 << 20;          // far above any real piece: guards garbage
+// The merge search looks up every split of every piece: work quadratic in a piece's length. Real
+// vocabularies (32000 pieces of a few bytes) need about 10^7 byte lookups; a hostile file of long
+// pieces is refused before it could hang the conversion.
+constexpr uint64_t kMaxMergeSearchBytes = uint64_t{1} << 32;
 
 bool is_byte_token(std::string_view piece) {
   if (piece.size() != 6 || !piece.starts_with("<0x") || piece.back() != '>') return false;
@@ -57,6 +61,23 @@ OJson added_token(const std::string& content, int64_t id) {
                {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
+// Every split of a piece hashes both halves: about length^2 bytes per piece.
+void check_merge_search_work(const std::vector<std::string>& pieces,
+                             const std::vector<bool>& mergeable, const std::string& where) {
+  uint64_t work = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!mergeable[i]) continue;
+    const uint64_t length = pieces[i].size();  // at most 3 x kMaxPieceBytes: no overflow below
+    work += length * length;
+    if (work > kMaxMergeSearchBytes) {
+      fail(
+          "{}: the pieces up to token {} are too long in total to derive merges from ({} bytes "
+          "of lookups, limit {})",
+          where, i, work, kMaxMergeSearchBytes);
+    }
+  }
+}
+
 }  // namespace
 
 Llama2cVocab read_llama2c_vocab(const std::filesystem::path& path) {
@@ -85,8 +106,11 @@ Llama2cVocab read_llama2c_vocab(const std::filesystem::path& path) {
     float score = 0;
     std::memcpy(&score, &score_bits, 4);
     const int32_t length = read_i32("length", id);
-    if (length <= 0 || length > kMaxPieceBytes)
-      fail("{}: token {} has length {}, not a llama2.c tokenizer file", where, id, length);
+    // llama2.c writes max_token_length as the longest piece, so longer ones mean a damaged file.
+    if (length <= 0 || length > vocab.max_token_length) {
+      fail("{}: token {} has length {} (max_token_length {}), not a llama2.c tokenizer file", where,
+           id, length, vocab.max_token_length);
+    }
     if (bytes.size() - pos < static_cast<size_t>(length)) {
       fail("{}: truncated at byte {} (token {} needs {} bytes, {} left)", where, pos, id, length,
            bytes.size() - pos);
@@ -119,6 +143,7 @@ HfTokenizerFiles llama2c_vocab_to_hf(const Llama2cVocab& vocab, int64_t model_ma
   // produce by merging.
   std::vector<bool> mergeable(n, false);
   for (size_t i = 3; i < n; ++i) mergeable[i] = !is_byte_token(pieces[i]);
+  check_merge_search_work(pieces, mergeable, where);
 
   struct Merge {
     size_t left, right, merged;

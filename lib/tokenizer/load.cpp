@@ -3,10 +3,42 @@
 // template that replaces tokenizer.json's post-processor when either flag is given.
 #include "io/error.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/json_fields.h"
 
 namespace rqat::tokenizer {
+namespace {
+
+// The bound on ids tokenizer.json's added_tokens also obey (kMaxIdHoles beyond all entries), so
+// that a config cannot make vocab_size() huge either.
+void check_config_ids(const TokenizerParts& parts, const TokenizerConfigFiles& files) {
+  const int64_t bound = static_cast<int64_t>(parts.model->size() + parts.added.tokens().size() +
+                                             files.added_tokens.size()) +
+                        kMaxIdHoles;
+  for (const AddedToken& t : files.added_tokens) {
+    if (t.id >= bound) {
+      fail(
+          "{}: added_tokens_decoder.'{}': token {} has id {}, far beyond the {} tokens (ids must "
+          "stay below {})",
+          files.file, t.id, json_fields::excerpt(t.content), t.id, bound - kMaxIdHoles, bound);
+    }
+  }
+}
+
+// encode(..., true) puts the post-processor's ids in front of and after the text; an id that is
+// no token would reach the model's embedding out of range.
+void check_post_processor_ids(const TokenizerParts& parts) {
+  for (const auto* ids : {&parts.post.prefix, &parts.post.suffix}) {
+    for (const TokenId id : *ids) {
+      if (parts.model->id_to_token(id) == nullptr && parts.added.find_id(id) == nullptr)
+        fail("{}: post_processor: id {} is not a token of the vocabulary", parts.source, id);
+    }
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<const Tokenizer> assemble(TokenizerParts parts, const TokenizerConfigFiles& files) {
+  check_config_ids(parts, files);
   for (const AddedToken& t : files.added_tokens) {
     if (!parts.added.find_content(t.content)) parts.added.add(t);
   }
@@ -46,7 +78,17 @@ std::shared_ptr<const Tokenizer> assemble(TokenizerParts parts, const TokenizerC
       bos && !parts.post.prefix.empty() && parts.post.prefix.front() == *bos;
   parts.config.add_eos_token =
       eos && !parts.post.suffix.empty() && parts.post.suffix.back() == *eos;
+  check_post_processor_ids(parts);
   return std::make_shared<BpeTokenizer>(std::move(parts));
+}
+
+std::shared_ptr<const Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json,
+                                                           std::string_view tokenizer_config_json,
+                                                           const std::filesystem::path& where) {
+  const TokenizerConfigFiles files =
+      tokenizer_config_from_text(tokenizer_config_json, (where / "tokenizer_config.json").string());
+  return assemble(
+      parts_from_tokenizer_json_text(tokenizer_json, (where / "tokenizer.json").string()), files);
 }
 
 std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {

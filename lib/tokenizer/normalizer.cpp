@@ -99,6 +99,14 @@ void Normalizer::add_replace(Regex pattern, std::string content) {
   only_forms_ = false;
 }
 
+void Normalizer::check_growth(size_t size, size_t input_size) const {
+  const size_t limit = kMaxGrowth * input_size + kGrowthAllowance;
+  if (size > limit) {
+    fail("{}: makes a text of {} bytes grow past {} bytes ({}x plus {}); refusing", where_,
+         input_size, limit, kMaxGrowth, kGrowthAllowance);
+  }
+}
+
 std::string_view Normalizer::apply(std::string_view text, std::string& scratch) const {
   if (steps_.empty() || (only_forms_ && is_ascii(text))) return text;
   std::string current(text);
@@ -109,9 +117,12 @@ std::string_view Normalizer::apply(std::string_view text, std::string& scratch) 
         normalize_form(step.form, current);
         break;
       case Step::Kind::kPrepend:
-        if (!current.empty()) current.insert(0, step.text);
+        if (!current.empty()) {
+          check_growth(current.size() + step.text.size(), text.size());
+          current.insert(0, step.text);
+        }
         break;
-      case Step::Kind::kReplace:
+      case Step::Kind::kReplace: {
         ranges.clear();
         if (step.regex) {
           step.regex->find_all(current, ranges);
@@ -121,9 +132,15 @@ std::string_view Normalizer::apply(std::string_view text, std::string& scratch) 
             ranges.emplace_back(at, at + step.text.size());
           }
         }
+        // The size the replacement would have, checked before it is built.
+        size_t removed = 0;
+        for (const auto& [b, e] : ranges) removed += e - b;
+        check_growth(current.size() - removed + ranges.size() * step.content.size(), text.size());
         replace_ranges(current, ranges, step.content);
         break;
+      }
     }
+    check_growth(current.size(), text.size());
   }
   scratch = std::move(current);
   return scratch;

@@ -15,6 +15,10 @@ namespace rqat::tokenizer {
 class Normalizer {
  public:
   enum class Form { kNFC, kNFD, kNFKC, kNFKD };
+  // Real chains grow text at most a few times (" " -> "▁" triples a space; NFKC expands a few
+  // ligatures up to 18 characters), so 32x plus 4 KiB is never reached by them.
+  static constexpr size_t kMaxGrowth = 32;
+  static constexpr size_t kGrowthAllowance = 4096;
 
   Normalizer() = default;
   explicit Normalizer(std::vector<Form> forms);
@@ -29,11 +33,16 @@ class Normalizer {
   void add_replace(Regex pattern, std::string content);
 
   bool empty() const { return steps_.empty(); }
+  size_t size() const { return steps_.size(); }
+  // Names the normalizer in errors raised while normalizing ("FILE: normalizer").
+  void set_where(std::string where) { where_ = std::move(where); }
   const std::vector<Form>& forms() const { return forms_; }  // the normal forms in the chain
 
   // The normalized text: `text` itself when nothing can change (no steps, or only normal forms and
   // pure ASCII, which every normal form leaves alone), else a view of `scratch`. `text` must be
-  // valid UTF-8.
+  // valid UTF-8. A chain that would make the text longer than kMaxGrowth times its size (plus
+  // kGrowthAllowance bytes) is an error: Replace steps that each double the text would otherwise
+  // ask for 2^steps bytes.
   std::string_view apply(std::string_view text, std::string& scratch) const;
 
  private:
@@ -44,9 +53,12 @@ class Normalizer {
     std::optional<Regex> regex;  // Replace with a regex pattern
     std::string content;         // Replace: the replacement
   };
+  void check_growth(size_t size, size_t input_size) const;
+
   std::vector<Step> steps_;
   std::vector<Form> forms_;
   bool only_forms_ = true;
+  std::string where_ = "tokenizer normalizer";
 };
 
 }  // namespace rqat::tokenizer

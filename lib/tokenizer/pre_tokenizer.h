@@ -57,6 +57,7 @@ class PreTokenizer {
   void add_byte_level(ByteLevelStep step);
   void add_metaspace(MetaspaceStep step);
   bool empty() const { return steps_.empty(); }
+  size_t size() const { return steps_.size(); }
   bool maps_bytes() const;  // whether some step maps bytes to the byte-level alphabet
 
   // Cuts `text` into words (views into `text` or into `storage`, valid while both live).

@@ -42,6 +42,12 @@ class Tokenizer {
   // Loads tokenizer.json when present, else vocab.json + merges.txt; tokenizer_config.json is read
   // when present. Errors name the file and field.
   static std::shared_ptr<const Tokenizer> load(const std::filesystem::path& dir);
+  // The same from texts in memory, through the parsers load uses (fuzzers call it): tokenizer.json,
+  // and tokenizer_config.json or "" when there is none. Errors name the texts as
+  // `where`/tokenizer.json and `where`/tokenizer_config.json.
+  static std::shared_ptr<const Tokenizer> from_json_text(std::string_view tokenizer_json,
+                                                         std::string_view tokenizer_config_json,
+                                                         const std::filesystem::path& where);
   virtual ~Tokenizer() = default;
 
   virtual std::vector<TokenId> encode(std::string_view text,

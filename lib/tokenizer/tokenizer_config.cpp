@@ -1,9 +1,6 @@
 // See tokenizer_config.h.
 #include "tokenizer/tokenizer_config.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "tokenizer/json_fields.h"
 
 namespace rqat::tokenizer {
@@ -47,11 +44,99 @@ void read_special(const Json& j, const std::string& file, TokenizerConfigFiles& 
   }
 }
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+// An added_tokens_decoder key: a token id in decimal digits ("12"), nothing else (no sign, space or
+// leading zero), below 2^31.
+std::optional<TokenId> id_key(std::string_view key) {
+  if (key.empty() || key.size() > 10 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  int64_t id = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  if (id > INT32_MAX) return std::nullopt;
+  return static_cast<TokenId>(id);
+}
+
+Json parse_config(std::string_view text, const std::string& file) {
+  if (text.empty()) return Json::object();
+  Json j = json_fields::parse(text, file);
+  if (!j.is_object()) json_fields::bad(file, "(root)", "expected an object");
+  return j;
+}
+
+void read_chat_template(const Json& j, const std::string& file, TokenizerConfigFiles& out) {
+  const Json* t = json_fields::optional_member(j, "chat_template");
+  if (t == nullptr) return;
+  if (t->is_string()) {
+    out.config.chat_template = t->get<std::string>();
+  } else if (t->is_array()) {
+    // Several named templates: the one called "default", else the first.
+    for (size_t i = 0; i < t->size(); ++i) {
+      const std::string field = "chat_template[" + std::to_string(i) + "]";
+      const std::string name = json_fields::string((*t)[i], "name", file, field);
+      if (out.config.chat_template.empty() || name == "default") {
+        out.config.chat_template = json_fields::string((*t)[i], "template", file, field);
+      }
+    }
+  } else {
+    json_fields::bad(file, "chat_template", "expected a string or a list of {name, template}");
+  }
+}
+
+void read_added_tokens_decoder(const Json& j, const std::string& file, TokenizerConfigFiles& out) {
+  const Json* decoder = json_fields::optional_member(j, "added_tokens_decoder");
+  if (decoder == nullptr) return;
+  if (!decoder->is_object()) json_fields::bad(file, "added_tokens_decoder", "expected an object");
+  for (const auto& [key, value] : decoder->items()) {
+    const std::string field = "added_tokens_decoder." + json_fields::excerpt(key);
+    const std::optional<TokenId> id = id_key(key);
+    if (!id) json_fields::bad(file, field, "the key must be a token id (0 to 2^31 - 1)");
+    if (!value.is_object()) json_fields::bad(file, field, "expected an object");
+    AddedToken t;
+    t.id = *id;
+    read_added_token_fields(value, file, field, t);
+    out.added_tokens.push_back(std::move(t));
+  }
+}
+
+void read_extra_special_tokens(const Json& j, const std::string& file, TokenizerConfigFiles& out) {
+  for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+    const Json* list = json_fields::optional_member(j, key);
+    if (list == nullptr) continue;
+    if (!list->is_array())
+      continue;  // a dict of named extras (multimodal configs): not tokens to add
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (auto v =
+              token_value((*list)[i], file, std::string(key) + "[" + std::to_string(i) + "]")) {
+        out.extra_special_tokens.push_back(*v);
+      }
+    }
+  }
+}
+
+// Everything tokenizer_config.json (parsed into j) says, with the class defaults for absent keys.
+TokenizerConfigFiles config_from_json(const Json& j, const std::string& file) {
+  TokenizerConfigFiles out;
+  out.file = file;
+  if (const auto cls = json_fields::optional_string(j, "tokenizer_class", file, ""))
+    out.tokenizer_class = *cls;
+
+  // Keys absent from the config take the class defaults; a key present with null means "none".
+  const Defaults d = class_defaults(out.tokenizer_class);
+  out.config.bos_token = d.bos;
+  out.config.eos_token = d.eos;
+  out.config.unk_token = d.unk;
+  out.config.pad_token = d.pad;
+  read_special(j, file, out, false);
+
+  out.explicit_add_bos_eos = j.contains("add_bos_token") || j.contains("add_eos_token");
+  out.config.add_bos_token = json_fields::boolean(j, "add_bos_token", false, file, "");
+  out.config.add_eos_token = json_fields::boolean(j, "add_eos_token", false, file, "");
+  out.add_prefix_space = json_fields::boolean(j, "add_prefix_space", false, file, "");
+  read_chat_template(j, file, out);
+  read_added_tokens_decoder(j, file, out);
+  read_extra_special_tokens(j, file, out);
+  return out;
 }
 
 }  // namespace
@@ -66,25 +151,19 @@ void read_added_token_fields(const nlohmann::json& entry, const std::string& fil
   token.normalized = json_fields::boolean(entry, "normalized", !token.special, file, path);
 }
 
+TokenizerConfigFiles tokenizer_config_from_text(std::string_view text, const std::string& file) {
+  return config_from_json(parse_config(text, file), file);
+}
+
 TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir) {
-  TokenizerConfigFiles out;
-  Json j = Json::object();
   const auto config_path = dir / "tokenizer_config.json";
   const std::string file = config_path.string();
-  if (std::filesystem::exists(config_path)) {
-    j = json_fields::read(config_path);
-    if (!j.is_object()) json_fields::bad(file, "(root)", "expected an object");
-  }
-  if (const auto cls = json_fields::optional_string(j, "tokenizer_class", file, ""))
-    out.tokenizer_class = *cls;
+  const Json j = std::filesystem::exists(config_path)
+                     ? parse_config(json_fields::read_text(config_path), file)
+                     : Json::object();
+  TokenizerConfigFiles out = config_from_json(j, file);
 
-  // Keys absent from the config take the class defaults; a key present with null means "none".
-  const Defaults d = class_defaults(out.tokenizer_class);
-  out.config.bos_token = d.bos;
-  out.config.eos_token = d.eos;
-  out.config.unk_token = d.unk;
-  out.config.pad_token = d.pad;
-  read_special(j, file, out, false);
+  // special_tokens_map.json fills the special tokens tokenizer_config.json does not name.
   const auto map_path = dir / "special_tokens_map.json";
   if (std::filesystem::exists(map_path)) {
     const Json m = json_fields::read(map_path);
@@ -96,61 +175,9 @@ TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir) {
       }
     }
   }
-
-  out.explicit_add_bos_eos = j.contains("add_bos_token") || j.contains("add_eos_token");
-  out.config.add_bos_token = json_fields::boolean(j, "add_bos_token", false, file, "");
-  out.config.add_eos_token = json_fields::boolean(j, "add_eos_token", false, file, "");
-  out.add_prefix_space = json_fields::boolean(j, "add_prefix_space", false, file, "");
-
-  if (const Json* t = json_fields::optional_member(j, "chat_template")) {
-    if (t->is_string()) {
-      out.config.chat_template = t->get<std::string>();
-    } else if (t->is_array()) {
-      // Several named templates: the one called "default", else the first.
-      for (size_t i = 0; i < t->size(); ++i) {
-        const std::string field = "chat_template[" + std::to_string(i) + "]";
-        const std::string name = json_fields::string((*t)[i], "name", file, field);
-        if (out.config.chat_template.empty() || name == "default") {
-          out.config.chat_template = json_fields::string((*t)[i], "template", file, field);
-        }
-      }
-    } else {
-      json_fields::bad(file, "chat_template", "expected a string or a list of {name, template}");
-    }
-  }
   const auto jinja = dir / "chat_template.jinja";
   if (out.config.chat_template.empty() && std::filesystem::exists(jinja))
-    out.config.chat_template = read_text(jinja);
-
-  if (const Json* decoder = json_fields::optional_member(j, "added_tokens_decoder")) {
-    if (!decoder->is_object()) json_fields::bad(file, "added_tokens_decoder", "expected an object");
-    for (const auto& [key, value] : decoder->items()) {
-      const std::string field = "added_tokens_decoder." + key;
-      AddedToken t;
-      try {
-        size_t used = 0;
-        t.id = std::stoi(key, &used);
-        if (used != key.size() || t.id < 0) throw std::invalid_argument(key);
-      } catch (const std::exception&) {
-        json_fields::bad(file, field, "the key must be a token id");
-      }
-      if (!value.is_object()) json_fields::bad(file, field, "expected an object");
-      read_added_token_fields(value, file, field, t);
-      out.added_tokens.push_back(std::move(t));
-    }
-  }
-  for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
-    const Json* list = json_fields::optional_member(j, key);
-    if (list == nullptr) continue;
-    if (!list->is_array())
-      continue;  // a dict of named extras (multimodal configs): not tokens to add
-    for (size_t i = 0; i < list->size(); ++i) {
-      if (auto v =
-              token_value((*list)[i], file, std::string(key) + "[" + std::to_string(i) + "]")) {
-        out.extra_special_tokens.push_back(*v);
-      }
-    }
-  }
+    out.config.chat_template = json_fields::read_text(jinja);
   return out;
 }
 

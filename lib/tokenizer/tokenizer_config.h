@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ struct TokenizerConfigFiles {
   std::string tokenizer_class;                    // "" when absent
   std::vector<AddedToken> added_tokens;           // added_tokens_decoder
   std::vector<std::string> extra_special_tokens;  // additional_/extra_special_tokens
+  std::string file;  // tokenizer_config.json's name, for errors found when assembling
 };
 
 // Content and flags of one added-token entry, as tokenizer.json's added_tokens and
@@ -32,5 +34,9 @@ void read_added_token_fields(const nlohmann::json& entry, const std::string& fil
 
 // Reads whatever of the three files exists in dir (none is required).
 TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir);
+
+// tokenizer_config.json alone, from its text in memory ("" when there is no such file); `file`
+// names it in errors. The same parser as read_tokenizer_config's for that file.
+TokenizerConfigFiles tokenizer_config_from_text(std::string_view text, const std::string& file);
 
 }  // namespace rqat::tokenizer

@@ -13,6 +13,28 @@ namespace {
 
 using json_fields::Json;
 
+// Hugging Face pipelines nest Sequences one or two levels deep and chain fewer than ten steps. The
+// readers recurse once per Sequence level and every step runs on each encode or decode, so both are
+// bounded: the JSON nesting limit (512) alone would still allow 256 recursive levels and a
+// million-step chain that makes every encode crawl.
+constexpr size_t kMaxSequenceDepth = 64;
+constexpr size_t kMaxPipelineSteps = 256;
+
+void check_sequence_depth(size_t depth, const std::string& file, const std::string& path) {
+  if (depth >= kMaxSequenceDepth) {
+    json_fields::bad(
+        file, path, "Sequence nested deeper than " + std::to_string(kMaxSequenceDepth) + " levels");
+  }
+}
+
+void check_step_count(size_t steps, const std::string& file, const std::string& field) {
+  if (steps > kMaxPipelineSteps) {
+    json_fields::bad(
+        file, field,
+        std::to_string(steps) + " steps, more than " + std::to_string(kMaxPipelineSteps));
+  }
+}
+
 std::string at(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
 const Json& array_member(const Json& parent, const std::string& key, const std::string& file,
@@ -47,7 +69,7 @@ Pattern read_pattern(const Json& parent, const std::string& file, const std::str
   return out;
 }
 
-void read_normalizer(const Json& j, const std::string& file, const std::string& path,
+void read_normalizer(const Json& j, const std::string& file, const std::string& path, size_t depth,
                      Normalizer& out) {
   if (j.is_null()) return;
   if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
@@ -71,9 +93,11 @@ void read_normalizer(const Json& j, const std::string& file, const std::string& 
       out.add_replace(std::move(pattern.literal), std::move(content));
     }
   } else if (type == "Sequence") {
+    check_sequence_depth(depth, file, path);
     const std::string list_path = json_fields::join(path, "normalizers");
     const Json& list = array_member(j, "normalizers", file, path);
-    for (size_t i = 0; i < list.size(); ++i) read_normalizer(list[i], file, at(list_path, i), out);
+    for (size_t i = 0; i < list.size(); ++i)
+      read_normalizer(list[i], file, at(list_path, i), depth + 1, out);
   } else {
     json_fields::bad(file, json_fields::join(path, "type"),
                      "unsupported normalizer '" + type + "'");
@@ -113,15 +137,16 @@ SplitBehavior read_behavior(const Json& j, const std::string& file, const std::s
 }
 
 void read_pre_tokenizer(const Json& j, const std::string& file, const std::string& path,
-                        PreTokenizer& out) {
+                        size_t depth, PreTokenizer& out) {
   if (j.is_null()) return;
   if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
   const std::string type = json_fields::string(j, "type", file, path);
   if (type == "Sequence") {
+    check_sequence_depth(depth, file, path);
     const std::string list_path = json_fields::join(path, "pretokenizers");
     const Json& list = array_member(j, "pretokenizers", file, path);
     for (size_t i = 0; i < list.size(); ++i)
-      read_pre_tokenizer(list[i], file, at(list_path, i), out);
+      read_pre_tokenizer(list[i], file, at(list_path, i), depth + 1, out);
   } else if (type == "ByteLevel") {
     out.add_byte_level({json_fields::boolean(j, "add_prefix_space", true, file, path),
                         json_fields::boolean(j, "use_regex", true, file, path)});
@@ -149,15 +174,18 @@ void read_pre_tokenizer(const Json& j, const std::string& file, const std::strin
   }
 }
 
-void read_decoder(const Json& j, const std::string& file, const std::string& path, Decoder& out) {
+void read_decoder(const Json& j, const std::string& file, const std::string& path, size_t depth,
+                  Decoder& out) {
   if (j.is_null()) return;
   if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
   const std::string type = json_fields::string(j, "type", file, path);
   DecoderStep step;
   if (type == "Sequence") {
+    check_sequence_depth(depth, file, path);
     const std::string list_path = json_fields::join(path, "decoders");
     const Json& list = array_member(j, "decoders", file, path);
-    for (size_t i = 0; i < list.size(); ++i) read_decoder(list[i], file, at(list_path, i), out);
+    for (size_t i = 0; i < list.size(); ++i)
+      read_decoder(list[i], file, at(list_path, i), depth + 1, out);
     return;
   } else if (type == "ByteLevel") {
     step.kind = DecoderStep::Kind::kByteLevel;
@@ -199,24 +227,24 @@ TokenId special_pair_id(const Json& j, const std::string& key, const std::string
                         const std::string& path) {
   const Json* pair = json_fields::optional_member(j, key);
   const std::string field = json_fields::join(path, key);
-  if (pair == nullptr || !pair->is_array() || pair->size() != 2 ||
-      !(*pair)[1].is_number_integer()) {
+  if (pair == nullptr || !pair->is_array() || pair->size() != 2) {
     json_fields::bad(file, field, "expected [token, id]");
   }
-  return (*pair)[1].get<TokenId>();
+  return json_fields::token_id((*pair)[1], file, field + "[1]");
 }
 
 void read_post_processor(const Json& j, const std::string& file, const std::string& path,
-                         PostProcessor& out) {
+                         size_t depth, PostProcessor& out) {
   if (j.is_null()) return;
   if (!j.is_object()) json_fields::bad(file, path, "expected an object or null");
   const std::string type = json_fields::string(j, "type", file, path);
   if (type == "ByteLevel") return;  // only trims offsets
   if (type == "Sequence") {
+    check_sequence_depth(depth, file, path);
     const std::string list_path = json_fields::join(path, "processors");
     const Json& list = array_member(j, "processors", file, path);
     for (size_t i = 0; i < list.size(); ++i)
-      read_post_processor(list[i], file, at(list_path, i), out);
+      read_post_processor(list[i], file, at(list_path, i), depth + 1, out);
     return;
   }
   if (type == "RobertaProcessing" || type == "BertProcessing") {
@@ -256,9 +284,9 @@ void read_post_processor(const Json& j, const std::string& file, const std::stri
     const std::string entry_path = json_fields::join(specials_path, name);
     const Json& ids = array_member((*specials)[name], "ids", file, entry_path);
     for (size_t k = 0; k < ids.size(); ++k) {
-      if (!ids[k].is_number_integer())
-        json_fields::bad(file, at(json_fields::join(entry_path, "ids"), k), "expected an id");
-      (seen_sequence ? out.suffix : out.prefix).push_back(ids[k].get<TokenId>());
+      const TokenId id =
+          json_fields::token_id(ids[k], file, at(json_fields::join(entry_path, "ids"), k));
+      (seen_sequence ? out.suffix : out.prefix).push_back(id);
     }
   }
   if (!seen_sequence) json_fields::bad(file, single_path, "the template has no Sequence");
@@ -278,11 +306,9 @@ std::unique_ptr<BpeModel> read_model(const Json& root, const std::string& file) 
   const Json& vocab_json = json_fields::object(m, "vocab", file, "model");
   TokenMap vocab;
   vocab.reserve(vocab_json.size());
-  for (const auto& [token, id] : vocab_json.items()) {
-    if (!id.is_number_integer())
-      json_fields::bad(file, "model.vocab." + token, "expected an integer id");
-    vocab.emplace(token, id.get<TokenId>());
-  }
+  for (const auto& [token, id] : vocab_json.items())
+    vocab.emplace(
+        token, json_fields::token_id(id, file, "model.vocab[" + json_fields::excerpt(token) + "]"));
   const Json& merges_json = array_member(m, "merges", file, "model");
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(merges_json.size());
@@ -315,44 +341,71 @@ std::unique_ptr<BpeModel> read_model(const Json& root, const std::string& file) 
   return std::make_unique<BpeModel>(std::move(vocab), merges, std::move(options), file);
 }
 
+// Added tokens take ids beside the vocabulary's: below its entries, plus the added tokens, plus the
+// holes BpeModel allows (kMaxIdHoles), so that vocab_size() stays the size of the vocabulary.
+void read_added_tokens(const Json& root, const std::string& file, TokenizerParts& parts) {
+  const Json* added = json_fields::optional_member(root, "added_tokens");
+  if (added == nullptr) return;
+  if (!added->is_array()) json_fields::bad(file, "added_tokens", "expected a list");
+  const int64_t bound = static_cast<int64_t>(parts.model->size() + added->size()) + kMaxIdHoles;
+  for (size_t i = 0; i < added->size(); ++i) {
+    const Json& a = (*added)[i];
+    const std::string p = at("added_tokens", i);
+    if (!a.is_object()) json_fields::bad(file, p, "expected an object");
+    AddedToken t;
+    const std::string id_field = json_fields::join(p, "id");
+    const Json* id = json_fields::optional_member(a, "id");
+    if (id == nullptr) json_fields::bad(file, id_field, "missing");
+    t.id = json_fields::token_id(*id, file, id_field);
+    read_added_token_fields(a, file, p, t);
+    if (t.id >= bound) {
+      json_fields::bad(file, id_field,
+                       "token " + json_fields::excerpt(t.content) + " has id " +
+                           std::to_string(t.id) + ", far beyond the " +
+                           std::to_string(parts.model->size()) + " vocabulary entries and " +
+                           std::to_string(added->size()) + " added tokens (ids must stay below " +
+                           std::to_string(bound) + ")");
+    }
+    parts.added.add(t);
+  }
+}
+
 }  // namespace
 
-TokenizerParts parts_from_tokenizer_json(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  const Json root = json_fields::read(path);
+TokenizerParts parts_from_tokenizer_json_text(std::string_view text, const std::string& file) {
+  const Json root = json_fields::parse(text, file);
   if (!root.is_object()) json_fields::bad(file, "(root)", "expected an object");
   TokenizerParts parts;
+  parts.source = file;
   parts.model = read_model(root, file);
 
-  if (root.contains("normalizer"))
-    read_normalizer(root["normalizer"], file, "normalizer", parts.normalizer);
-  if (root.contains("pre_tokenizer"))
-    read_pre_tokenizer(root["pre_tokenizer"], file, "pre_tokenizer", parts.pre_tokenizer);
+  if (root.contains("normalizer")) {
+    read_normalizer(root["normalizer"], file, "normalizer", 0, parts.normalizer);
+    check_step_count(parts.normalizer.size(), file, "normalizer");
+    parts.normalizer.set_where(file + ": normalizer");
+  }
+  if (root.contains("pre_tokenizer")) {
+    read_pre_tokenizer(root["pre_tokenizer"], file, "pre_tokenizer", 0, parts.pre_tokenizer);
+    check_step_count(parts.pre_tokenizer.size(), file, "pre_tokenizer");
+  }
   Decoder decoder;
-  if (root.contains("decoder")) read_decoder(root["decoder"], file, "decoder", decoder);
+  if (root.contains("decoder")) {
+    read_decoder(root["decoder"], file, "decoder", 0, decoder);
+    check_step_count(decoder.steps().size(), file, "decoder");
+    decoder.set_where(file + ": decoder");
+  }
   // ByteLevel alone keeps the direct byte-level path; other chains run step by step.
   const auto& steps = decoder.steps();
   parts.byte_level_decoder = steps.size() == 1 && steps[0].kind == DecoderStep::Kind::kByteLevel;
   if (!steps.empty() && !parts.byte_level_decoder) parts.decoder = std::move(decoder);
   if (root.contains("post_processor"))
-    read_post_processor(root["post_processor"], file, "post_processor", parts.post);
-
-  if (const Json* added = json_fields::optional_member(root, "added_tokens")) {
-    if (!added->is_array()) json_fields::bad(file, "added_tokens", "expected a list");
-    for (size_t i = 0; i < added->size(); ++i) {
-      const Json& a = (*added)[i];
-      const std::string p = at("added_tokens", i);
-      if (!a.is_object()) json_fields::bad(file, p, "expected an object");
-      AddedToken t;
-      const int64_t id = json_fields::integer(a, "id", file, p);
-      if (id < 0 || id > INT32_MAX)
-        json_fields::bad(file, json_fields::join(p, "id"), "out of range");
-      t.id = static_cast<TokenId>(id);
-      read_added_token_fields(a, file, p, t);
-      parts.added.add(t);
-    }
-  }
+    read_post_processor(root["post_processor"], file, "post_processor", 0, parts.post);
+  read_added_tokens(root, file, parts);
   return parts;
+}
+
+TokenizerParts parts_from_tokenizer_json(const std::filesystem::path& path) {
+  return parts_from_tokenizer_json_text(json_fields::read_text(path), path.string());
 }
 
 }  // namespace rqat::tokenizer

@@ -7,6 +7,7 @@
 
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_text.h"
 #include "io/hdf5_columns.h"
 
 namespace rqat::train {
@@ -30,11 +31,9 @@ void StepMetricsLog::resume_at(int64_t step) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
   for (size_t i = 0; i < lines.size(); ++i) {
     io::Json line;
-    try {
-      line = io::Json::parse(lines[i]);
-    } catch (const nlohmann::json::exception&) {
+    if (auto problem = io::parse_json_into(lines[i], line)) {
       if (i + 1 == lines.size()) break;
-      fail("{}:{}: invalid JSON", jsonl_path().string(), i + 1);
+      fail("{}:{}: {}", jsonl_path().string(), i + 1, *problem);
     }
     if (!line.is_object() || !line.contains("series") || !line["series"].is_string() ||
         !line.contains("step") || !line["step"].is_number_integer())
