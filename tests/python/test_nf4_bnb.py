@@ -77,6 +77,12 @@ def test_nf4_export_matches_bitsandbytes_and_loads_in_transformers(tmp_path):
     with torch.no_grad():
         four_bit = AutoModelForCausalLM.from_pretrained(out / "bnb", device_map="cpu")
         assert type(four_bit.model.layers[0].mlp.up_proj).__name__ == "Linear4bit"
+        # On CPUs with AVX512-BF16 bitsandbytes repacks 4-bit weights at the first forward and
+        # multiplies in bfloat16 (layer outputs ~1e-2 off); its exact dequantize-then-matmul path is
+        # what this comparison is about, so the layers are kept on it.
+        for module in four_bit.modules():
+            if hasattr(module, "support_avx512bf16_for_cpu"):
+                module.support_avx512bf16_for_cpu = False
         reference = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
         difference = (four_bit(ids).logits.float() - reference(ids).logits).abs().max()
     assert difference < 1e-4, difference
