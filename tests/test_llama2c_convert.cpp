@@ -503,6 +503,12 @@ TEST_CASE("damaged llama2.c checkpoints: one-line errors naming the file") {
   const int32_t three = 3;
   std::memcpy(bad.data() + 16, &three, 4);  // n_kv_heads 3 does not divide 4 heads
   expect(bad, {"model.bin", "n_kv_heads 3"});
+  // Every field within its bound, yet 3 x n_layers x dim x hidden_dim is 3 x 2^60 floats: the
+  // count overflowed int64 (undefined behaviour) before it was compared with the file size.
+  bad = good;
+  const int32_t huge = 1 << 20;
+  for (const int offset : {0, 4, 8}) std::memcpy(bad.data() + offset, &huge, 4);
+  expect(bad, {"model.bin", "describe more weights than any file holds"});
   std::string v1 = v1_bytes(w);
   const int32_t q8 = 2;
   std::memcpy(v1.data() + 4, &q8, 4);

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 
+#include "io/checked_size.h"
 #include "io/error.h"
 #include "model/decoder.h"
 #include "model/model_config.h"
@@ -107,16 +109,26 @@ class Payload {
   int64_t offset_ = 0;
 };
 
-int64_t payload_floats(const Llama2cHeader& h) {
+// The payload's float count, or nullopt when the header's sizes overflow int64: each field is at
+// most 2^20, yet 3 x n_layers x dim x hidden_dim alone can reach 3 x 2^60.
+std::optional<int64_t> payload_floats(const Llama2cHeader& h) {
+  using io::checked_product;
   const int64_t L = h.n_layers, d = h.dim;
-  int64_t n = h.vocab_size * d                         // embedding
-              + 2 * L * d + d                          // norms
-              + 2 * L * d * d                          // wq, wo
-              + 2 * L * d * h.kv_dim()                 // wk, wv
-              + 3 * L * d * h.hidden_dim;              // w1, w2, w3
-  if (h.version == 0) n += h.seq_len * h.head_size();  // two RoPE tables of seq_len x head/2
-  if (!h.shared_classifier) n += h.vocab_size * d;
-  return n;
+  const std::optional<int64_t> parts[] = {
+      checked_product({h.vocab_size, d}),                                // embedding
+      checked_product({2, L, d}), d,                                     // norms
+      checked_product({2, L, d, d}),                                     // wq, wo
+      checked_product({2, L, d, h.kv_dim()}),                            // wk, wv
+      checked_product({3, L, d, h.hidden_dim}),                          // w1, w2, w3
+      h.version == 0 ? checked_product({h.seq_len, h.head_size()}) : 0,  // RoPE tables (v0)
+      h.shared_classifier ? 0 : checked_product({h.vocab_size, d}),     // classifier
+  };
+  std::optional<int64_t> total = 0;
+  for (const auto& part : parts) {
+    if (!total || !part) return std::nullopt;
+    total = io::checked_add(*total, *part);
+  }
+  return total;
 }
 
 }  // namespace
@@ -142,18 +154,20 @@ Llama2cCheckpoint read_llama2c_checkpoint(const fs::path& path) {
   in.read(raw.data(), static_cast<std::streamsize>(std::min<uint64_t>(file_size, raw.size())));
   const Llama2cHeader h = parse_header(raw, static_cast<size_t>(in.gcount()), where);
   const uint64_t header_bytes = h.version == 0 ? 28 : kV1HeaderBytes;
-  const int64_t floats = payload_floats(h);
-  const uint64_t expected = header_bytes + static_cast<uint64_t>(floats) * 4;
+  const std::optional<int64_t> floats = payload_floats(h);
+  if (!floats || static_cast<uint64_t>(*floats) > (UINT64_MAX - header_bytes) / 4)
+    fail("{}: the header's sizes ({}) describe more weights than any file holds", where, describe(h));
+  const uint64_t expected = header_bytes + static_cast<uint64_t>(*floats) * 4;
   if (file_size != expected) {
     fail("{}: {} bytes, but a llama2.c v{} checkpoint with {} has {} bytes ({})", where, file_size,
          h.version, describe(h), expected,
          file_size < expected ? "truncated" : "trailing data, or not this format");
   }
-  at::Tensor data = at::empty({floats}, at::kFloat);
+  at::Tensor data = at::empty({*floats}, at::kFloat);
   in.clear();
   in.seekg(static_cast<std::streamoff>(header_bytes));
-  in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(floats * 4));
-  if (in.gcount() != floats * 4) fail("{}: read failed after {} bytes", where, in.gcount());
+  in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(*floats * 4));
+  if (in.gcount() != *floats * 4) fail("{}: read failed after {} bytes", where, in.gcount());
 
   const int64_t L = h.n_layers, d = h.dim, hid = h.hidden_dim, kv = h.kv_dim();
   Payload p(data);
