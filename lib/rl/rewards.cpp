@@ -32,26 +32,6 @@ std::string trimmed(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
-// The grader's last_boxed tries every box from the end and scans to the end of the text for each
-// unclosed one: quadratic, and outside its timeout budget (30,000 unclosed "\boxed{" take
-// seconds). A degenerate rollout can repeat a box that often, so only the text from the 64th-last
-// box on is graded; any completion with fewer boxes is graded exactly as eval-math grades it.
-constexpr int kMaxGradedBoxes = 64;
-
-std::string_view answer_text_for_grading(std::string_view completion) {
-  const std::string_view text = eval::strip_thinking(completion);
-  int boxes = 0;
-  for (size_t end = text.size(); end > 0;) {
-    const size_t at = text.rfind('\\', end - 1);
-    if (at == std::string_view::npos) break;
-    const std::string_view rest = text.substr(at + 1);
-    if ((rest.starts_with("boxed") || rest.starts_with("fbox")) && ++boxes == kMaxGradedBoxes)
-      return text.substr(at);
-    end = at;
-  }
-  return text;
-}
-
 bool is_letter(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
 
 // Shortest text that reads back as the same double, so names round-trip through make_reward.
@@ -137,7 +117,9 @@ std::string MathCorrectnessReward::name() const {
 }
 
 eval::GradeResult MathCorrectnessReward::grade(const RewardInput& in) const {
-  const std::string_view text = answer_text_for_grading(in.completion);
+  // Extraction is linear in the completion and inside the grader's budget (docs/grading.md), so
+  // a degenerate rollout that repeats a box 10^5 times is graded whole, as eval-math grades it.
+  const std::string_view text = eval::strip_thinking(in.completion);
   if (!options_.boxed_only) return eval::grade(text, in.gold, options_.grade);
   // Extract here, then let the grader compare the bare answer (and still extract the gold).
   std::optional<std::string> boxed = eval::last_boxed(text);
