@@ -20,10 +20,11 @@ using json_fields::Json;
 constexpr size_t kMaxSequenceDepth = 64;
 constexpr size_t kMaxPipelineSteps = 256;
 
+// Names the component ("normalizer"), not the 64-level path down to the failing Sequence.
 void check_sequence_depth(size_t depth, const std::string& file, const std::string& path) {
   if (depth >= kMaxSequenceDepth) {
-    json_fields::bad(
-        file, path, "Sequence nested deeper than " + std::to_string(kMaxSequenceDepth) + " levels");
+    json_fields::bad(file, path.substr(0, path.find('.')),
+                     "Sequence nested deeper than " + std::to_string(kMaxSequenceDepth) + " levels");
   }
 }
 
