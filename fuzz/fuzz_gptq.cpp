@@ -30,6 +30,9 @@ void load_layer(const io::SafetensorsFile& file, const quant::GptqCheckpointConf
   }
   if (file.contains("layer.g_idx")) packed.g_idx = file.tensor("layer.g_idx");
   if (packed.qweight.dim() != 2 || packed.scales.dim() != 2) return;
+  // A shape with a zero dimension holds no bytes, so its other dimension can be anything: bounded
+  // here before the harness multiplies it (a model's config bounds it in the real loader).
+  if (packed.qweight.size(0) > kMaxWeights || packed.qweight.size(1) > kMaxWeights) return;
   const int64_t in_features = packed.qweight.size(0) * 32 / config.bits;
   const int64_t out_features = packed.qweight.size(1);
   if (in_features * out_features > kMaxWeights) return;

@@ -2,6 +2,8 @@
 // its byte count equal to dtype x shape, or is refused with rqat::Error.
 #include <ATen/ATen.h>
 
+#include <cstring>
+
 #include "fuzz_util.h"
 #include "io/safetensors.h"
 
@@ -10,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = fuzz::scratch_file("model.safetensors", fuzz::as_text(data, size));
   fuzz::expect_clean_failure([&] {
     const auto file = io::SafetensorsFile::open(path);
-    const uint64_t header_len = size >= 8 ? *reinterpret_cast<const uint64_t*>(data) : 0;
+    uint64_t header_len = 0;  // open() succeeded, so the file has these 8 bytes
+    std::memcpy(&header_len, data, sizeof(header_len));
     const uint64_t data_size = file->file_size() - 8 - header_len;
     for (const auto& entry : file->entries()) {
       fuzz::require(entry.begin <= entry.end && entry.end <= data_size, "tensor inside the data");
