@@ -5,6 +5,7 @@
 // checked before any tree is built.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,23 @@ std::optional<std::string> parse_json_into(std::string_view text, JsonType& out)
     return "invalid JSON: " +
            std::string(tag_end == std::string_view::npos ? what : what.substr(tag_end + 2));
   }
+}
+
+// The value of a JSON integer when it lies in [lo, hi]; nullopt for other values and non-integers.
+// Positive JSON integers are stored unsigned (up to 2^64 - 1) and are compared as such: narrowed
+// to int64 first, the largest would read back negative and pass a check for small values.
+template <class JsonType>
+std::optional<int64_t> json_integer_within(const JsonType& value, int64_t lo, int64_t hi) {
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.template get<uint64_t>();
+    if (hi < 0 || u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
+      return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (!value.is_number_integer()) return std::nullopt;
+  const int64_t v = value.template get<int64_t>();
+  if (v < lo || v > hi) return std::nullopt;
+  return v;
 }
 
 }  // namespace rqat::io

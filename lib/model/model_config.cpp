@@ -5,6 +5,7 @@
 
 #include "io/checked_size.h"
 #include "io/error.h"
+#include "io/json_text.h"
 
 namespace rqat::model {
 
@@ -24,14 +25,11 @@ struct FieldReader {
   int64_t positive_int(const char* key, int64_t limit) const {
     const Json* v = get(key);
     if (v == nullptr) fail("{}: field '{}' is missing", source, key);
-    // Positive JSON integers are unsigned (up to 2^64 - 1): compared as such, before narrowing.
-    if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() <= 0) ||
-        (v->is_number_unsigned() && v->get<uint64_t>() == 0)) {
+    if (!v->is_number_integer() || io::json_integer_within(*v, INT64_MIN, 0))
       fail("{}: field '{}' must be a positive integer, got {}", source, key, v->dump());
-    }
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(limit))
-      fail("{}: field '{}' is {}, above rqat's limit of {}", source, key, v->dump(), limit);
-    return v->get<int64_t>();
+    const auto value = io::json_integer_within(*v, 1, limit);
+    if (!value) fail("{}: field '{}' is {}, above rqat's limit of {}", source, key, v->dump(), limit);
+    return *value;
   }
   int64_t positive_int_or(const char* key, int64_t fallback, int64_t limit) const {
     return get(key) ? positive_int(key, limit) : fallback;
@@ -66,10 +64,9 @@ struct FieldReader {
   // Token ids are int32 everywhere downstream.
   int64_t token_id(const Json& v, const char* key) const {
     if (!v.is_number_integer()) fail("{}: field '{}' must hold integers", source, key);
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(INT32_MAX)
-                               : (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX))
-      fail("{}: field '{}' holds {}, not a token id in [0, 2^31)", source, key, v.dump());
-    return v.get<int64_t>();
+    const auto id = io::json_integer_within(v, 0, INT32_MAX);
+    if (!id) fail("{}: field '{}' holds {}, not a token id in [0, 2^31)", source, key, v.dump());
+    return *id;
   }
 };
 

@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "io/error.h"
+#include "tokenizer/growth_limit.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
@@ -42,14 +42,6 @@ std::vector<std::pair<size_t, size_t>> replace_ranges(const std::string& token,
     }
   }
   return ranges;
-}
-
-// The size of `token` once `ranges` are replaced by `content`.
-size_t replaced_size(const std::string& token, const std::vector<std::pair<size_t, size_t>>& ranges,
-                     const std::string& content) {
-  size_t removed = 0;
-  for (const auto& [b, e] : ranges) removed += e - b;
-  return token.size() - removed + ranges.size() * content.size();
 }
 
 std::string apply_ranges(const std::string& token,
@@ -106,14 +98,6 @@ size_t total_size(const std::vector<std::string>& tokens) {
 
 }  // namespace
 
-void Decoder::check_growth(size_t size, size_t input_size) const {
-  const size_t limit = kMaxGrowth * input_size + kGrowthAllowance;
-  if (size > limit) {
-    fail("{}: makes {} bytes of tokens grow past {} bytes ({}x plus {}); refusing", where_,
-         input_size, limit, kMaxGrowth, kGrowthAllowance);
-  }
-}
-
 std::vector<std::string> Decoder::run(std::vector<std::string> tokens, bool stream,
                                       bool first) const {
   const size_t input_size = total_size(tokens);
@@ -134,8 +118,8 @@ std::vector<std::string> Decoder::run(std::vector<std::string> tokens, bool stre
         size_t size = 0;
         for (const std::string& t : tokens) {
           const auto ranges = replace_ranges(t, step);
-          size += replaced_size(t, ranges, step.content);
-          check_growth(size, input_size);
+          size += size_after_replacing(t.size(), ranges, step.content.size());
+          check_text_growth(size, input_size, where_, "tokens");
           next.push_back(apply_ranges(t, ranges, step));
         }
         break;
@@ -190,7 +174,7 @@ std::vector<std::string> Decoder::run(std::vector<std::string> tokens, bool stre
         break;
     }
     tokens = std::move(next);
-    check_growth(total_size(tokens), input_size);
+    check_text_growth(total_size(tokens), input_size, where_, "tokens");
   }
   return tokens;
 }

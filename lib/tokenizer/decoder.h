@@ -25,11 +25,7 @@ struct DecoderStep {
 
 class Decoder {
  public:
-  // Real decoders shrink the text ("<0xE2>" -> one byte, "▁" -> " "); a chain of Replace steps that
-  // each double it would ask for 2^steps bytes, so growth past 32x plus 4 KiB is an error.
-  static constexpr size_t kMaxGrowth = 32;
-  static constexpr size_t kGrowthAllowance = 4096;
-
+  // Decoding that would make the tokens grow past growth_limit.h's bound is an error.
   void add(DecoderStep step) { steps_.push_back(std::move(step)); }
   // Names the decoder in errors raised while decoding ("FILE: decoder").
   void set_where(std::string where) { where_ = std::move(where); }
@@ -48,7 +44,6 @@ class Decoder {
 
  private:
   std::vector<std::string> run(std::vector<std::string> tokens, bool stream, bool first) const;
-  void check_growth(size_t size, size_t input_size) const;
 
   std::vector<DecoderStep> steps_;
   std::string where_ = "tokenizer decoder";

@@ -95,13 +95,9 @@ std::string excerpt(std::string_view token) {
 
 int32_t token_id(const Json& value, const std::string& file, const std::string& field) {
   if (!value.is_number_integer()) bad(file, field, "expected an integer id");
-  // Unsigned JSON numbers above 2^63 would turn negative as int64_t: compare them unsigned.
-  const bool too_large = value.is_number_unsigned()
-                             ? value.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)
-                             : value.get<int64_t>() > INT32_MAX;
-  if (too_large || (!value.is_number_unsigned() && value.get<int64_t>() < 0))
-    bad(file, field, "id " + value.dump() + " is out of range (0 to 2^31 - 1)");
-  return static_cast<int32_t>(value.get<int64_t>());
+  const auto id = io::json_integer_within(value, 0, INT32_MAX);
+  if (!id) bad(file, field, "id " + value.dump() + " is out of range (0 to 2^31 - 1)");
+  return static_cast<int32_t>(*id);
 }
 
 }  // namespace rqat::tokenizer::json_fields

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "io/error.h"
+#include "tokenizer/growth_limit.h"
 
 namespace rqat::tokenizer {
 namespace {
@@ -99,14 +100,6 @@ void Normalizer::add_replace(Regex pattern, std::string content) {
   only_forms_ = false;
 }
 
-void Normalizer::check_growth(size_t size, size_t input_size) const {
-  const size_t limit = kMaxGrowth * input_size + kGrowthAllowance;
-  if (size > limit) {
-    fail("{}: makes a text of {} bytes grow past {} bytes ({}x plus {}); refusing", where_,
-         input_size, limit, kMaxGrowth, kGrowthAllowance);
-  }
-}
-
 std::string_view Normalizer::apply(std::string_view text, std::string& scratch) const {
   if (steps_.empty() || (only_forms_ && is_ascii(text))) return text;
   std::string current(text);
@@ -118,7 +111,7 @@ std::string_view Normalizer::apply(std::string_view text, std::string& scratch) 
         break;
       case Step::Kind::kPrepend:
         if (!current.empty()) {
-          check_growth(current.size() + step.text.size(), text.size());
+          check_text_growth(current.size() + step.text.size(), text.size(), where_, "a text");
           current.insert(0, step.text);
         }
         break;
@@ -132,15 +125,13 @@ std::string_view Normalizer::apply(std::string_view text, std::string& scratch) 
             ranges.emplace_back(at, at + step.text.size());
           }
         }
-        // The size the replacement would have, checked before it is built.
-        size_t removed = 0;
-        for (const auto& [b, e] : ranges) removed += e - b;
-        check_growth(current.size() - removed + ranges.size() * step.content.size(), text.size());
+        check_text_growth(size_after_replacing(current.size(), ranges, step.content.size()),
+                          text.size(), where_, "a text");
         replace_ranges(current, ranges, step.content);
         break;
       }
     }
-    check_growth(current.size(), text.size());
+    check_text_growth(current.size(), text.size(), where_, "a text");
   }
   scratch = std::move(current);
   return scratch;

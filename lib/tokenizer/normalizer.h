@@ -15,10 +15,6 @@ namespace rqat::tokenizer {
 class Normalizer {
  public:
   enum class Form { kNFC, kNFD, kNFKC, kNFKD };
-  // Real chains grow text at most a few times (" " -> "▁" triples a space; NFKC expands a few
-  // ligatures up to 18 characters), so 32x plus 4 KiB is never reached by them.
-  static constexpr size_t kMaxGrowth = 32;
-  static constexpr size_t kGrowthAllowance = 4096;
 
   Normalizer() = default;
   explicit Normalizer(std::vector<Form> forms);
@@ -40,9 +36,7 @@ class Normalizer {
 
   // The normalized text: `text` itself when nothing can change (no steps, or only normal forms and
   // pure ASCII, which every normal form leaves alone), else a view of `scratch`. `text` must be
-  // valid UTF-8. A chain that would make the text longer than kMaxGrowth times its size (plus
-  // kGrowthAllowance bytes) is an error: Replace steps that each double the text would otherwise
-  // ask for 2^steps bytes.
+  // valid UTF-8. A chain that would make the text grow past growth_limit.h's bound is an error.
   std::string_view apply(std::string_view text, std::string& scratch) const;
 
  private:
@@ -53,7 +47,6 @@ class Normalizer {
     std::optional<Regex> regex;  // Replace with a regex pattern
     std::string content;         // Replace: the replacement
   };
-  void check_growth(size_t size, size_t input_size) const;
 
   std::vector<Step> steps_;
   std::vector<Form> forms_;
