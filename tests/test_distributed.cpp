@@ -194,6 +194,32 @@ std::vector<std::string> run_rank(int rank, int port) {
   }
   check(broadcast[4].requires_grad() && broadcast[4].is_leaf(), "broadcast keeps the leaf a leaf");
 
+  // Sharded state: reduce-scatter and all-gather of flat buckets (world_size equal chunks), from
+  // inputs both ranks regenerate, checked element by element.
+  {
+    auto flat_of = [](int r) { return at::randn({2 * 37}, generator(400 + r), at::kFloat); };
+    const at::Tensor mine = flat_of(rank), theirs = flat_of(1 - rank);
+    at::Tensor shard = at::empty({37}, at::kFloat);
+    comm->reduce_scatter_sum(mine, shard);
+    check(equals_sum(shard, mine.chunk(2)[rank], theirs.chunk(2)[rank]),
+          "reduce_scatter_sum keeps this rank's chunk of the sum");
+    const at::Tensor piece = at::randn({37}, generator(500 + rank), at::kFloat);
+    at::Tensor gathered = at::empty({74}, at::kFloat);
+    comm->all_gather(piece, gathered);
+    check(at::equal(gathered.chunk(2)[rank], piece) &&
+              at::equal(gathered.chunk(2)[1 - rank],
+                        at::randn({37}, generator(500 + (1 - rank)), at::kFloat)),
+          "all_gather puts rank r's shard in chunk r");
+    check(comm->all_reduce_max(int64_t{10 + 5 * rank}) == 15, "all_reduce_max");
+    try {
+      at::Tensor wrong = at::empty({36}, at::kFloat);
+      comm->reduce_scatter_sum(mine, wrong);
+      check(false, "a shard of the wrong size is refused");
+    } catch (const rqat::Error& error) {
+      check(std::string(error.what()).find("do not split") != std::string::npos,
+            "the shard-size error says why");
+    }
+  }
   check(comm->any(rank == 1), "any(true on rank 1 only)");
   check(comm->any(rank == 0), "any(true on rank 0 only)");
   check(!comm->any(false), "any(false everywhere)");

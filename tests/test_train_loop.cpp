@@ -3,11 +3,13 @@
 // plain backward), gradient accumulation (same losses as one big micro-batch), a run stopped by a
 // signal and resumed (bit-identical losses and weights to an uninterrupted run on the CPU), the
 // NaN guard (stops, names the step, keeps the last good checkpoint) and the metrics files.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <numbers>
 #include <random>
 #include <sstream>
@@ -355,4 +357,137 @@ TEST_CASE("a NaN loss stops the run before the update and keeps the last good ch
   const auto last = find_latest_checkpoint(dir.path());
   REQUIRE(last);
   CHECK(last->step == 2);
+}
+
+TEST_CASE("a weight decay of exactly 0.01 (libtorch's default) is applied", "[optimizer]") {
+  // libtorch's param-group merge took a group's 0.01 for "unset" and put the defaults' 0 there.
+  torch::manual_seed(0);
+  auto w = torch::randn({4, 3}).requires_grad_(true);
+  const at::Tensor w0 = w.detach().clone();
+  TrainingOptimizer optimizer({{"l.weight", w, true}}, {.lr = 1e-2, .weight_decay = 0.01});
+  (w.sum() * 0).backward();
+  optimizer.step();
+  CHECK(at::allclose(w, w0 * (1 - 1e-2 * 0.01), 0, 1e-7));
+  CHECK(!at::equal(w, w0));
+}
+
+TEST_CASE("sharded state on one process trains as the unsharded optimizer", "[optimizer][shard]") {
+  // One process exercises every code path of sharding but the collectives (tests/python/
+  // test_shard_cli.py runs 2 and 4 Gloo processes): the flat layout and slices, the layer scope
+  // (gather/free around each layer's forward and backward), AdamW on slices with decay on the
+  // weight matrices only, clipping by the global norm, the checkpoint state and unsharding.
+  auto comm = Communicator::create(DistributedEnv{}, CommBackend::kAuto, c10::kCPU);
+  const AdamWSettings adamw{.lr = 1e-2, .weight_decay = 0.01};
+  const auto loss_of = [](model::CausalLM& model, int step) {
+    const at::Tensor ids = at::arange(2 * 7, at::kLong).view({2, 7}).add(step).remainder(
+        model.config().vocab_size);
+    return model.forward(ids).log_softmax(-1).select(-1, 3).mean().neg();
+  };
+  for (ShardMode mode : {ShardMode::kOptimizer, ShardMode::kGradients, ShardMode::kParameters}) {
+    INFO("--shard " << enum_name(mode));
+    auto plain = fake_quant_student(21);
+    auto sharded = fake_quant_student(21);
+    // Layer-scoped modes run layers under activation checkpointing: the same arithmetic here.
+    plain->set_activation_checkpointing(mode != ShardMode::kOptimizer);
+    TrainingOptimizer plain_opt(trainable_parameters(*plain), adamw);
+    TrainingOptimizer sharded_opt(trainable_parameters(*sharded), adamw,
+                                  ShardOptions{mode, comm.get(), at::kFloat});
+    if (auto* scope = sharded_opt.layer_scope()) sharded->set_layer_scope(scope);
+    CHECK((sharded_opt.layer_scope() != nullptr) == (mode != ShardMode::kOptimizer));
+    sharded_opt.weights_ready();
+    const auto& q_proj = sharded->layer(0).self_attn->q_proj;
+    const int64_t layer_weights = q_proj->parameters().front().numel();
+    if (mode == ShardMode::kParameters) CHECK(layer_weights == 0);  // freed until the layer runs
+    else CHECK(layer_weights > 0);
+    for (int step = 0; step < 4; ++step) {
+      double norms[2];
+      for (int k = 0; k < 2; ++k) {
+        auto& model = k == 0 ? *plain : *sharded;
+        auto& opt = k == 0 ? plain_opt : sharded_opt;
+        opt.zero_grad();
+        loss_of(model, step).backward();
+        opt.reduce_gradients(*comm);
+        norms[k] = opt.clip_grad_norm(0.05);  // small enough to clip every step
+        opt.step();
+      }
+      CHECK(norms[1] == Approx(norms[0]).epsilon(1e-5));
+      CHECK(norms[0] > 0.05);
+    }
+    // The checkpointed state, restored into an unsharded optimizer, continues identically.
+    const io::NamedTensors state = sharded_opt.state_tensors();
+    const io::NamedTensors masters = sharded_opt.master_weights();
+    REQUIRE(masters.size() == trainable_parameters(*plain).size());
+    auto restored = fake_quant_student(21);
+    restored->set_activation_checkpointing(mode != ShardMode::kOptimizer);
+    {
+      torch::NoGradGuard no_grad;
+      std::map<std::string, at::Tensor> by_name(masters.begin(), masters.end());
+      for (auto& p : trainable_parameters(*restored)) p.tensor.copy_(by_name.at(p.name));
+    }
+    TrainingOptimizer restored_opt(trainable_parameters(*restored), adamw);
+    restored_opt.load_state(
+        [&](const std::string& name) {
+          for (const auto& [n, t] : state)
+            if (n == name) return t;
+          return at::Tensor();
+        },
+        "test");
+    sharded_opt.unshard();
+    for (auto* model : {plain.get(), restored.get()}) {
+      auto& opt = model == plain.get() ? plain_opt : restored_opt;
+      opt.zero_grad();
+      loss_of(*model, 9).backward();
+      opt.step();
+    }
+    const auto a = trainable_parameters(*plain), b = trainable_parameters(*restored),
+               c = trainable_parameters(*sharded);
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(a[i].name);
+      CHECK(at::allclose(b[i].tensor, a[i].tensor, 1e-5, 1e-6));
+      CHECK(c[i].tensor.dtype() == at::kFloat);
+      CHECK(c[i].tensor.sizes() == a[i].tensor.sizes());  // whole again after unshard()
+    }
+  }
+}
+
+TEST_CASE("sharded bf16 compute copies train against fp32 masters", "[optimizer][shard]") {
+  // --dtype bf16 with --shard on CUDA: the module computes in bf16 while masters, gradient sums
+  // and AdamW stay fp32. The CPU runs the same code; the loss must fall like the fp32 run's.
+  auto comm = Communicator::create(DistributedEnv{}, CommBackend::kAuto, c10::kCPU);
+  const AdamWSettings adamw{.lr = 1e-2};
+  const at::Tensor ids = at::arange(14, at::kLong).view({2, 7}).remainder(32);
+  for (ShardMode mode : {ShardMode::kOptimizer, ShardMode::kParameters}) {
+    INFO("--shard " << enum_name(mode));
+    auto model = fake_quant_student(4);
+    TrainingOptimizer optimizer(trainable_parameters(*model), adamw,
+                                ShardOptions{mode, comm.get(), at::kBFloat16});
+    if (auto* scope = optimizer.layer_scope()) model->set_layer_scope(scope);
+    optimizer.weights_ready();
+    CHECK(model->model->norm->weight.dtype() == at::kBFloat16);
+    std::vector<double> losses;
+    for (int step = 0; step < 6; ++step) {
+      optimizer.zero_grad();
+      at::Tensor loss;
+      {
+        // As the trainer's bf16 autocast on CUDA, here on the CPU: mixed dtypes (fp32 rotary
+        // tables, bf16 weights) meet in autocast's casts.
+        at::autocast::set_autocast_enabled(at::kCPU, true);
+        at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+        at::autocast::increment_nesting();
+        loss = model->forward(ids).to(at::kFloat).log_softmax(-1).select(-1, 3).mean().neg();
+        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+        at::autocast::set_autocast_enabled(at::kCPU, false);
+      }
+      loss.backward();
+      optimizer.reduce_gradients(*comm);
+      CHECK(std::isfinite(optimizer.clip_grad_norm(1.0)));
+      optimizer.step();
+      losses.push_back(loss.item<double>());
+    }
+    CHECK(losses.back() < losses.front() - 0.5);
+    const StateBytes bytes = optimizer.state_bytes(*model);
+    CHECK(bytes.master == bytes.moments / 2);  // fp32 masters next to two fp32 moments
+    optimizer.unshard();
+    for (const auto& p : trainable_parameters(*model)) CHECK(p.tensor.dtype() == at::kFloat);
+  }
 }

@@ -1,6 +1,7 @@
 // rqat: the experiment runner and model utilities (init-model, convert (also from llama2.c),
-// logits, info, tokenize, generate).
+// logits, info, tokenize, generate) and plan-memory.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <fstream>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "io/error.h"
 #include "io/manifest.h"
 #include "nll_flags.h"
+#include "plan_memory_flags.h"
 #include "report_flags.h"
 #include "run_flags.h"
 #include "sbatch_flags.h"
@@ -25,6 +27,11 @@ int main(int argc, char** argv) {
   CLI::App app{
       "rqat: quantize reasoning LLMs (PTQ, QAT with distillation, GRPO) and evaluate them"};
   app.require_subcommand(1);
+  // A flag CLI11 rejects (an unknown name, a value that does not parse) is one line, like every
+  // other error of the tools.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return fmt::format("rqat: error: {}\n", e.what());
+  });
   rqat::cli::RuntimeFlags runtime;
 
   rqat::tools::InitModelOptions init;
@@ -149,6 +156,7 @@ int main(int argc, char** argv) {
 
   rqat::cli::add_run_subcommand(app);
   rqat::cli::add_nll_subcommand(app);
+  rqat::cli::add_plan_memory_subcommand(app);
   rqat::cli::add_report_subcommand(app);
   rqat::cli::add_sbatch_subcommand(app);
   rqat::cli::add_traces_subcommand(app);

@@ -26,6 +26,7 @@ const std::vector<ResourceField>& slurm_resource_fields() {
       {"nodes", &SlurmResources::nodes},
       {"gpus", &SlurmResources::gpus},
       {"cpus", &SlurmResources::cpus},
+      {"gpu_memory_gb", &SlurmResources::gpu_memory_gb},
       {"time", nullptr, &SlurmResources::time},
       {"mem", nullptr, &SlurmResources::mem},
       {"partition", nullptr, &SlurmResources::partition},

@@ -27,6 +27,9 @@ struct SlurmResources {
   int nodes = 1;
   int gpus = 0;  // per node
   int cpus = 0;  // per task
+  // Memory of one GPU in GB, for `rqat run --dry-run`'s memory plan of training stages (not a
+  // SLURM directive: SLURM requests GPUs by type, e.g. with `constraint`).
+  int gpu_memory_gb = 0;
   std::string time, mem, partition, account, constraint, qos;
 };
 

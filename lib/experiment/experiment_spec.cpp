@@ -64,7 +64,7 @@ NamedValues resources(const ExperimentSource& source, const std::string& path,
   auto values = named_values(source, path, map);
   for (const auto& [key, value] : values) {
     if (!value.node.IsScalar()) source.fail_at(value.path, value.node, "expected a single value");
-    if ((key == "nodes" || key == "gpus" || key == "cpus") &&
+    if ((key == "nodes" || key == "gpus" || key == "cpus" || key == "gpu_memory_gb") &&
         references_in(value.node.Scalar()).empty())
       non_negative_int(source, value.path, value.node);
   }

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "experiment/memory_preview.h"
 #include "experiment/stage_process.h"
 #include "experiment/tool_flags.h"
 #include "io/error.h"
@@ -133,6 +134,7 @@ bool resumes_interrupted_attempt(const ExperimentPlan& plan, const StageInstance
 void print_plan(const ExperimentPlan& plan, const std::vector<const StageInstance*>& selected,
                 const RunOptions& options, std::ostream& out) {
   int missing = 0;
+  std::map<std::vector<std::string>, std::string> memory_plans;
   for (size_t i = 0; i < selected.size(); ++i) {
     const auto& s = *selected[i];
     const bool forced = std::count(options.force.begin(), options.force.end(), s.stage) > 0;
@@ -146,6 +148,8 @@ void print_plan(const ExperimentPlan& plan, const std::vector<const StageInstanc
       out << fmt::format("        warning: {} does not exist\n", path);
       ++missing;
     }
+    // Training stages with GPUs: what each rank will hold, and whether it fits.
+    out << stage_memory_plan(plan, s, options.bin_dir, "        ", memory_plans);
   }
   if (missing)
     out << fmt::format("{} input path{} missing: `rqat run` refuses to start until they exist\n",

@@ -18,9 +18,16 @@ namespace rqat::model {
 
 using BlockFunction = std::function<at::Tensor(const at::Tensor&)>;
 
+// Called before and after each run of the block (the forward, and the recompute + backward);
+// `backward` tells which. Empty: nothing runs around the block.
+struct BlockBrackets {
+  std::function<void(bool backward)> before, after;
+};
+
 // y = block(x) with the activations of `block` freed after the forward. Falls back to a plain
 // call when autograd is off (inference needs nothing saved). Parameters of the block get their
 // gradients even when x itself does not require grad (e.g. frozen embeddings).
-at::Tensor checkpointed_block(const BlockFunction& block, const at::Tensor& x);
+at::Tensor checkpointed_block(const BlockFunction& block, const at::Tensor& x,
+                              const BlockBrackets& brackets = {});
 
 }  // namespace rqat::model

@@ -53,10 +53,24 @@ at::Tensor CausalLM::run_layers(at::Tensor x, const AttentionContext& ctx) {
   for (size_t i = 0; i < model->layers->size(); ++i) {
     auto* layer = model->layers->ptr<DecoderLayer>(i).get();
     const auto index = static_cast<int64_t>(i);
-    if (activation_checkpointing_ && ctx.paged == nullptr) {
+    if ((activation_checkpointing_ || layer_scope_) && ctx.paged == nullptr) {
+      BlockBrackets brackets;
+      if (layer_scope_ != nullptr) {
+        LayerScope* scope = layer_scope_;
+        const auto pass = [](bool backward) {
+          return backward ? LayerPass::kBackward : LayerPass::kForward;
+        };
+        brackets.before = [scope, index, pass](bool backward) { scope->enter(index, pass(backward)); };
+        brackets.after = [scope, index, pass](bool backward) { scope->exit(index, pass(backward)); };
+      }
       // The context is copied into the recompute closure: it must outlive this forward.
       x = checkpointed_block(
-          [layer, ctx, index](const at::Tensor& in) { return layer->forward(in, ctx, index); }, x);
+          [layer, ctx, index](const at::Tensor& in) { return layer->forward(in, ctx, index); }, x,
+          brackets);
+    } else if (layer_scope_ != nullptr) {
+      layer_scope_->enter(index, LayerPass::kForward);
+      x = layer->forward(x, ctx, index);
+      layer_scope_->exit(index, LayerPass::kForward);
     } else {
       x = layer->forward(x, ctx, index);
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "model/layer_scope.h"
 #include "model/layers.h"
 #include "model/model_config.h"
 #include "model/paged_step.h"
@@ -67,6 +68,16 @@ class CausalLM : public torch::nn::Module {
   void set_activation_checkpointing(bool enabled) { activation_checkpointing_ = enabled; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
 
+  // Runs `scope` around every decoder layer (model/layer_scope.h; null: none). A scope implies
+  // activation checkpointing in training forwards, so that each layer's backward is bracketed
+  // too. The scope outlives its use by this model.
+  void set_layer_scope(LayerScope* scope) { layer_scope_ = scope; }
+  LayerScope* layer_scope() const { return layer_scope_; }
+
+  // The dtype activations, rotary tables and KV caches are made in. Sharded bf16 training turns a
+  // model loaded in float32 into bf16 compute copies (train/sharded_parameters.h) and says so here.
+  void set_compute_dtype(at::ScalarType dtype) { options_ = options_.dtype(dtype); }
+
   const ModelConfig& config() const { return config_; }
   const at::TensorOptions& options() const { return options_; }
 
@@ -80,6 +91,7 @@ class CausalLM : public torch::nn::Module {
   at::TensorOptions options_;
   RotaryEmbedding rotary_;
   bool activation_checkpointing_ = false;
+  LayerScope* layer_scope_ = nullptr;
 };
 
 }  // namespace rqat::model

@@ -217,7 +217,12 @@ at::Tensor FakeQuantLinear::fake_quantized_weight() const {
            options_.name);
   }
   const ScaleZero sz = current_scale_zero();
-  return fake_quantize_ste(weight_, sz.scales, sz.zeros, g_idx_, bits_, grad_scale());
+  // Sharded training computes with bf16 copies of the weight (and of trained scales) while frozen
+  // scales stay float32: the grid follows the weight's dtype (a differentiable cast, so learned
+  // scales still get their gradients).
+  const auto dtype = weight_.scalar_type();
+  return fake_quantize_ste(weight_, sz.scales.to(dtype), sz.zeros.to(dtype), g_idx_, bits_,
+                           grad_scale());
 }
 
 at::Tensor FakeQuantLinear::forward(const at::Tensor& x) {

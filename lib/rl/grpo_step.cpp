@@ -67,26 +67,48 @@ GrpoStep::GrpoStep(model::CausalLM& policy, model::CausalLM* reference,
       comm_(comm),
       options_(std::move(options)) {}
 
+int64_t GrpoStep::pass_count(size_t chunks) {
+  const auto mine = static_cast<int64_t>(chunks);
+  return options_.lockstep ? comm_.all_reduce_max(mine) : mine;
+}
+
+PolicyBatch GrpoStep::padding_batch() const {
+  static const int32_t kPadding[1] = {0};
+  const PolicySequence row{prompts_.front().ids, std::span<const int32_t>(kPadding, 1)};
+  return make_policy_batch(std::span<const PolicySequence>(&row, 1), options_.pad_id,
+                           options_.device);
+}
+
 void GrpoStep::compute_old_and_reference_logprobs(std::vector<Sample>& samples,
                                                   const std::vector<size_t>& rows) {
   const bool old_is_current = old_policy_is_current();
   if (old_is_current && !reference_) return;
   torch::NoGradGuard no_grad;
-  for (const auto& minibatch : split_minibatches(rows, options_.minibatches))
-    for (auto chunk : micro_chunks(minibatch, options_.micro_batch_size)) {
-      std::vector<PolicySequence> seqs;
-      for (size_t i : chunk)
-        seqs.push_back({prompts_[samples[i].prompt].ids, samples[i].completion});
-      const PolicyBatch batch = make_policy_batch(seqs, options_.pad_id, options_.device);
-      const auto fill = [&](model::CausalLM& model, auto member) {
-        const PolicyLogprobs lp = policy_logprobs(model, batch, options_.temperature, false);
-        for (size_t j = 0; j < chunk.size(); ++j)
-          samples[chunk[j]].*member =
-              row_values(lp.logp, batch.completion_mask, static_cast<int64_t>(j));
-      };
-      if (!old_is_current) fill(policy_, &Sample::old_logp);
-      if (reference_) fill(*reference_, &Sample::ref_logp);
+  const auto minibatches = split_minibatches(rows, options_.minibatches);
+  std::vector<std::span<const size_t>> chunks;
+  for (const auto& minibatch : minibatches)
+    for (auto chunk : micro_chunks(minibatch, options_.micro_batch_size))
+      if (!chunk.empty()) chunks.push_back(chunk);
+  const int64_t passes = pass_count(chunks.size());
+  for (int64_t k = 0; k < passes; ++k) {
+    if (k >= static_cast<int64_t>(chunks.size())) {  // a lockstep pass, its values unused
+      const PolicyBatch batch = padding_batch();
+      if (!old_is_current) policy_logprobs(policy_, batch, options_.temperature, false);
+      if (reference_) policy_logprobs(*reference_, batch, options_.temperature, false);
+      continue;
     }
+    const auto chunk = chunks[static_cast<size_t>(k)];
+    std::vector<PolicySequence> seqs;
+    for (size_t i : chunk) seqs.push_back({prompts_[samples[i].prompt].ids, samples[i].completion});
+    const PolicyBatch batch = make_policy_batch(seqs, options_.pad_id, options_.device);
+    const auto fill = [&](model::CausalLM& model, auto member) {
+      const PolicyLogprobs lp = policy_logprobs(model, batch, options_.temperature, false);
+      for (size_t j = 0; j < chunk.size(); ++j)
+        samples[chunk[j]].*member = row_values(lp.logp, batch.completion_mask, static_cast<int64_t>(j));
+    };
+    if (!old_is_current) fill(policy_, &Sample::old_logp);
+    if (reference_) fill(*reference_, &Sample::ref_logp);
+  }
 }
 
 void GrpoStep::run_updates(train::TrainStep& step, std::vector<Sample>& samples,
@@ -111,8 +133,18 @@ void GrpoStep::run_updates(train::TrainStep& step, std::vector<Sample>& samples,
       const int64_t global_rows = comm_.all_reduce_sum(static_cast<int64_t>(minibatch.size()));
       const int64_t global_tokens = comm_.all_reduce_sum(local_tokens);
       at::Tensor local_loss = torch::zeros({}, f64);
-      for (auto chunk : micro_chunks(minibatch, options_.micro_batch_size)) {
-        if (chunk.empty()) continue;
+      std::vector<std::span<const size_t>> chunks;
+      for (auto chunk : micro_chunks(minibatch, options_.micro_batch_size))
+        if (!chunk.empty()) chunks.push_back(chunk);
+      const int64_t passes = pass_count(chunks.size());
+      for (int64_t k = 0; k < passes; ++k) {
+        if (k >= static_cast<int64_t>(chunks.size())) {  // a lockstep pass: zero gradient
+          const PolicyLogprobs lp =
+              policy_logprobs(policy_, padding_batch(), options_.temperature, false);
+          (lp.logp.sum() * 0.0).backward();
+          continue;
+        }
+        const auto chunk = chunks[static_cast<size_t>(k)];
         std::vector<PolicySequence> seqs;
         std::vector<std::span<const float>> old_rows, ref_rows, rollout_rows;
         std::vector<double> advantages;
@@ -229,8 +261,13 @@ train::StepOutcome GrpoStep::operator()(train::TrainStep& step) {
   const int64_t per_rank = options_.prompts_per_step / comm_.world_size();
   const auto mine = step.batch.subspan(static_cast<size_t>(comm_.rank() * per_rank),
                                        static_cast<size_t>(per_rank));
-  std::vector<Sample> samples =
-      generate_rollouts(policy_, tokenizer_, prompts_, mine, step.index, options_.rollout);
+  std::vector<Sample> samples;
+  {
+    // Rollouts decode from whole weights (a sharded policy is gathered once for all of them,
+    // as verl hands FSDP weights to its rollout engine).
+    train::WholeModels whole(step.updates.optimizer());
+    samples = generate_rollouts(policy_, tokenizer_, prompts_, mine, step.index, options_.rollout);
+  }
   const double rollout_seconds = seconds_since(step_start);
 
   const auto train_start = Clock::now();

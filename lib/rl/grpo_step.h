@@ -15,6 +15,7 @@
 
 #include "model/decoder.h"
 #include "rl/grpo_objective.h"
+#include "rl/policy_logprobs.h"
 #include "rl/rewards.h"
 #include "rl/rollouts.h"
 #include "rl/scoring.h"
@@ -34,6 +35,9 @@ struct GrpoStepOptions {
   int64_t micro_batch_size = 0;  // sequences per forward/backward (0: a whole minibatch)
   int64_t pad_id = 0;
   c10::Device device = c10::kCPU;
+  // Sharded layers communicate inside every forward (and backward) pass, so every rank must run
+  // as many passes as the busiest one: the others run zero-weighted passes over a padding row.
+  bool lockstep = false;
 };
 
 class GrpoStep {
@@ -55,6 +59,11 @@ class GrpoStep {
   // With one epoch of one minibatch the policy that sampled is the one updated: the training
   // forward's own log-probs are the old ones (ratio exactly 1), no extra forward.
   bool old_policy_is_current() const { return options_.epochs == 1 && options_.minibatches == 1; }
+  // How many forward/backward passes to run for `chunks` of this rank's: the most of any rank
+  // with `lockstep`, else the chunks (communicates with lockstep).
+  int64_t pass_count(size_t chunks);
+  // A one-row batch (the first prompt and one padding token) for the extra lockstep passes.
+  PolicyBatch padding_batch() const;
   void compute_old_and_reference_logprobs(std::vector<Sample>& samples,
                                           const std::vector<size_t>& rows);
   void run_updates(train::TrainStep& step, std::vector<Sample>& samples,

@@ -107,7 +107,7 @@ io::Json grpo_fingerprint(const GrpoCommandOptions& o, const Policy& policy, siz
 }
 
 GrpoStepOptions step_options(const GrpoCommandOptions& o, const model::ModelConfig& config,
-                             int64_t pad_id, c10::Device device) {
+                             int64_t pad_id, c10::Device device, bool lockstep) {
   GrpoStepOptions s;
   s.prompts_per_step = o.prompts_per_step;
   s.rollout.group_size = o.group_size;
@@ -126,6 +126,7 @@ GrpoStepOptions step_options(const GrpoCommandOptions& o, const model::ModelConf
   s.micro_batch_size = o.micro_batch_size;
   s.pad_id = pad_id;
   s.device = device;
+  s.lockstep = lockstep;
   return s;
 }
 
@@ -168,10 +169,12 @@ void write_artifact(const GrpoCommandOptions& o, Policy& policy, const io::Json&
   manifest.config = fingerprint;
   manifest.config.erase("model");
   manifest.config["world_size"] = world_size;
+  manifest.config["shard"] = enum_name(o.trainer.shard);
   manifest.metrics = {
       {"steps", result.steps_done},
       {"final_reward", result.mean_rewards.empty() ? 0.0 : result.mean_rewards.back()}};
   if (!result.last_eval.empty()) manifest.metrics["eval_accuracy"] = result.last_eval["accuracy"];
+  manifest.metrics["state_bytes_per_rank"] = state_bytes_json(result.state_bytes);
   io::write_manifest(o.out_dir, manifest);
   out << fmt::format("wrote {}\n", o.out_dir.string());
 }
@@ -202,7 +205,18 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
     reference = load_policy(o, device).model;  // the policy as it starts, frozen
     for (auto& p : reference->parameters()) p.requires_grad_(false);
   }
-  TrainingOptimizer optimizer(trainable_parameters(*policy.model), o.trainer.adamw);
+  // Sharded runs with --dtype bf16 compute (rollouts, reference, training forwards) in bf16 copies
+  // of fp32 masters; unsharded runs stay in float32.
+  const ShardOptions shard = shard_options(o.trainer.shard, *comm, o.dtype == at::kBFloat16);
+  if (shard.compute_dtype != at::kFloat) {
+    use_compute_dtype(*policy.model, shard.compute_dtype);
+    if (reference) use_compute_dtype(*reference, shard.compute_dtype);
+  }
+  TrainingOptimizer optimizer(trainable_parameters(*policy.model), o.trainer.adamw, shard);
+  if (auto* scope = optimizer.layer_scope()) policy.model->set_layer_scope(scope);
+  if (reference)
+    if (auto* scope = optimizer.shard_frozen(all_parameters(*reference)))
+      reference->set_layer_scope(scope);
   StepMetricsLog metrics(o.out_dir, comm->is_main());
   const io::Json fingerprint = grpo_fingerprint(o, policy, prompts.size());
   TrainerOptions trainer = o.trainer;
@@ -230,7 +244,8 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
         policy.output_quant_layers, o.output_quant.bits, enum_name(o.output_quant.grad));
 
   GrpoStep step(*policy.model, reference.get(), tokenizer, prompts, *reward, *comm,
-                step_options(o, config, padding_token_id(*tokenizer), device));
+                step_options(o, config, padding_token_id(*tokenizer), device,
+                             optimizer.layer_scope() != nullptr && comm->world_size() > 1));
   Trainer loop(*policy.model, optimizer, prompt_set, *comm, metrics, trainer);
   const TrainerResult run = loop.run(std::ref(step), make_evaluate(o, *policy.model, device), out);
 
@@ -238,6 +253,7 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
   result.start_step = run.start_step;
   result.steps_done = run.steps_done;
   result.mean_rewards = step.mean_rewards();
+  result.state_bytes = run.state_bytes;
   result.last_eval = run.last_eval;
   if (!result.last_eval.empty()) result.last_eval["step"] = run.steps_done;
   if (run.stopped_by_signal) {

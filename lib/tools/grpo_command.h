@@ -154,6 +154,7 @@ struct GrpoCommandResult {
   int exit_code = 0;                 // 128 + signal when stopped by one (checkpoint written)
   std::vector<double> mean_rewards;  // per step run in this process (for tests)
   io::Json last_eval = io::Json::object();
+  train::StateBytes state_bytes;     // this process's, at the first update
 };
 
 GrpoCommandResult run_grpo_command(const GrpoCommandOptions& options, std::ostream& out);

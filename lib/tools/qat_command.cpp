@@ -228,10 +228,12 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
   manifest.config["micro_batch_size"] = options.trainer.micro_batch_size;
   manifest.config["world_size"] = world_size;
   manifest.config["activation_checkpointing"] = options.activation_checkpointing;
+  manifest.config["shard"] = enum_name(options.trainer.shard);
   manifest.config["export"] = options.export_format;
   manifest.metrics = {{"steps", train.steps_done},
                       {"final_loss", train.last_loss},
                       {"tokens_per_second", train.tokens_per_second}};
+  manifest.metrics["state_bytes_per_rank"] = state_bytes_json(train.state_bytes);
   for (const auto& [key, value] : train.last_eval.items()) manifest.metrics[key] = value;
   io::write_manifest(options.out_dir, manifest);
   out << fmt::format("wrote {}\n", options.out_dir.string());
@@ -277,7 +279,15 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
                        plan.quantize ? spec.describe() : std::string("full precision"),
                        plan.quantize ? enum_name(options.fake_quant.mode) : "");
 
-  TrainingOptimizer optimizer(trainable_parameters(*student), options.trainer.adamw);
+  // Sharded runs keep bf16 compute copies next to fp32 masters; unsharded ones fp32 weights under
+  // CUDA autocast (below).
+  const ShardOptions shard = shard_options(options.trainer.shard, *comm, options.dtype == at::kBFloat16);
+  if (shard.compute_dtype != at::kFloat) use_compute_dtype(*student, shard.compute_dtype);
+  TrainingOptimizer optimizer(trainable_parameters(*student), options.trainer.adamw, shard);
+  if (auto* scope = optimizer.layer_scope()) student->set_layer_scope(scope);
+  if (teacher)
+    if (auto* scope = optimizer.shard_frozen(all_parameters(*teacher)))
+      teacher->set_layer_scope(scope);
   StepMetricsLog metrics(options.out_dir, comm->is_main());
   TrainerOptions trainer_options = options.trainer;
   trainer_options.out_dir = options.out_dir;

@@ -490,6 +490,70 @@ void Communicator::all_reduce_gradients(const std::vector<at::Tensor>& parameter
   });
 }
 
+namespace {
+
+void check_chunks(const at::Tensor& flat, const at::Tensor& shard, int world_size,
+                  const char* what) {
+  if (!flat.defined() || !shard.defined()) fail("distributed {}: an undefined tensor", what);
+  if (flat.numel() != shard.numel() * world_size || flat.scalar_type() != shard.scalar_type() ||
+      !flat.is_contiguous() || !shard.is_contiguous())
+    fail("distributed {}: {} contiguous elements of {} do not split into {} shards of {} of {}",
+         what, flat.numel(), c10::toString(flat.scalar_type()), world_size, shard.numel(),
+         c10::toString(shard.scalar_type()));
+}
+
+}  // namespace
+
+void Communicator::reduce_scatter_sum(const at::Tensor& flat, at::Tensor& shard) {
+  check_chunks(flat, shard, world_size_, "reduce_scatter_sum");
+  at::NoGradGuard no_grad;
+  if (world_size_ == 1) {
+    shard.copy_(flat);
+    return;
+  }
+  // The layout comes from the same bucket plan on every rank (no layout check: it would double
+  // the collectives of a sharded backward pass).
+  const at::Tensor input = flat.to(group_->device);
+  at::Tensor output = shard.device() == group_->device ? shard : at::empty_like(shard, input.options());
+  std::vector<at::Tensor> outputs{output};
+  std::vector<std::vector<at::Tensor>> inputs{input.chunk(world_size_)};
+  with_one_line_errors("reduce_scatter_sum", rank_, [&] {
+    group_->backend->reduce_scatter(outputs, inputs)->wait();
+  });
+  ++collectives_;
+  if (!output.is_same(shard)) shard.copy_(output);
+}
+
+void Communicator::all_gather(const at::Tensor& shard, at::Tensor& flat) {
+  check_chunks(flat, shard, world_size_, "all_gather");
+  at::NoGradGuard no_grad;
+  if (world_size_ == 1) {
+    flat.copy_(shard);
+    return;
+  }
+  at::Tensor input = shard.to(group_->device);
+  at::Tensor output = flat.device() == group_->device ? flat : at::empty_like(flat, input.options());
+  std::vector<at::Tensor> inputs{input};
+  std::vector<std::vector<at::Tensor>> outputs{output.chunk(world_size_)};
+  with_one_line_errors("all_gather", rank_, [&] {
+    group_->backend->allgather(outputs, inputs)->wait();
+  });
+  ++collectives_;
+  if (!output.is_same(flat)) flat.copy_(output);
+}
+
+int64_t Communicator::all_reduce_max(int64_t value) {
+  if (world_size_ == 1) return value;
+  std::vector<at::Tensor> io{at::full({1}, value, at::TensorOptions(at::kLong)).to(group_->device)};
+  with_one_line_errors("all_reduce_max", rank_, [&] {
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    group_->backend->allreduce(io, options)->wait();
+  });
+  ++collectives_;
+  return io[0].cpu().item<int64_t>();
+}
+
 double Communicator::all_reduce_sum(double value) {
   if (world_size_ == 1) return value;
   std::vector<at::Tensor> io{at::full({1}, value, at::TensorOptions(at::kDouble))};

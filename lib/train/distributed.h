@@ -86,6 +86,13 @@ class Communicator {
   // is touched.
   void all_reduce_gradients(const std::vector<at::Tensor>& parameters,
                             int64_t bucket_bytes = 32 << 20);
+  // Sharded state (train/sharded_parameters.h): `flat` holds world_size equal chunks; rank r's
+  // `shard` becomes the sum over ranks of their chunk r (the same dtype, flat.numel() ==
+  // world_size * shard.numel()). With one rank it is a copy.
+  void reduce_scatter_sum(const at::Tensor& flat, at::Tensor& shard);
+  // The inverse layout: chunk r of `flat` becomes rank r's `shard`, on every rank.
+  void all_gather(const at::Tensor& shard, at::Tensor& flat);
+  int64_t all_reduce_max(int64_t value);
   double all_reduce_sum(double value);
   int64_t all_reduce_sum(int64_t value);
   // rank 0's values to all, in place.

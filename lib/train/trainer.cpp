@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 
@@ -62,13 +63,16 @@ data::TokenBatch to_device(data::TokenBatch batch, c10::Device device) {
 
 OptimizerUpdates::OptimizerUpdates(TrainingOptimizer& optimizer, Communicator& comm,
                                    const LrSchedule& schedule, const TrainerOptions& options,
-                                   TrainingRun& run, int64_t step)
+                                   TrainingRun& run, int64_t step, torch::nn::Module& trained,
+                                   std::optional<StateBytes>& state_bytes)
     : optimizer_(optimizer),
       comm_(comm),
       schedule_(schedule),
       options_(options),
       run_(run),
-      step_(step) {}
+      step_(step),
+      trained_(trained),
+      state_bytes_(state_bytes) {}
 
 double OptimizerUpdates::next_lr() {
   if (done_ >= options_.updates_per_step)
@@ -80,13 +84,25 @@ double OptimizerUpdates::next_lr() {
 
 OptimizerUpdates::Applied OptimizerUpdates::apply(double local_loss) {
   optimizer_.set_lr(next_lr());
-  comm_.all_reduce_gradients(optimizer_.tensors());
+  const bool measure = !state_bytes_.has_value();
+  StateBytes before;
+  if (measure) before = optimizer_.state_bytes(trained_);
+  optimizer_.reduce_gradients(comm_);
   Applied applied;
   applied.loss = comm_.all_reduce_sum(local_loss);
   run_.check_finite(step_ + 1, "loss", applied.loss);
   applied.grad_norm = optimizer_.clip_grad_norm(options_.max_grad_norm);
   run_.check_finite(step_ + 1, "gradient norm", applied.grad_norm);
   optimizer_.step();
+  if (measure) {
+    // Weights and gradients at their peak (before the reduction frees full gradients), the
+    // optimizer's state once it exists (torch's AdamW makes its moments at the first step).
+    const StateBytes after = optimizer_.state_bytes(trained_);
+    StateBytes peak = after;
+    peak.weights = std::max(before.weights, after.weights);
+    peak.gradients = std::max(before.gradients, after.gradients);
+    state_bytes_ = peak;
+  }
   optimizer_.zero_grad();
   last_grad_norm_ = applied.grad_norm;
   return applied;
@@ -126,6 +142,7 @@ Trainer::Trainer(torch::nn::Module& trained, TrainingOptimizer& optimizer,
 io::Json Trainer::run_evaluation(int64_t step, const EvaluateFn& evaluate, std::ostream& log) {
   io::Json row = io::Json::object();
   if (!evaluate) return row;
+  WholeModels whole(optimizer_);  // sharded models are evaluated whole, on the main process
   if (comm_.is_main()) {
     const auto start = Clock::now();
     row = evaluate(step);
@@ -245,9 +262,16 @@ TrainerResult Trainer::run(const StepFn& step_fn, const EvaluateFn& evaluate, st
     if (run.stop_requested()) break;
     const auto step_start = Clock::now();
     const std::vector<int64_t> indices = sampler.next_step();
-    OptimizerUpdates updates(optimizer_, comm_, schedule_, options_, run, step);
+    OptimizerUpdates updates(optimizer_, comm_, schedule_, options_, run, step, trained_,
+                             state_bytes_);
     TrainStep train_step{step, indices, updates};
+    const bool first_update = !state_bytes_.has_value();
     const StepOutcome outcome = step_fn(train_step);
+    if (first_update && state_bytes_ && comm_.is_main())
+      log << fmt::format("memory per process ({} of {}, --shard {}): {}\n", comm_.rank(),
+                         comm_.world_size(), enum_name(options_.shard),
+                         format_state_bytes(*state_bytes_))
+          << std::flush;
 
     run_targets += outcome.target_tokens;
     run_tokens_ += outcome.tokens;
@@ -268,6 +292,7 @@ TrainerResult Trainer::run(const StepFn& step_fn, const EvaluateFn& evaluate, st
   const double elapsed = seconds_since(run_start_);
   result.tokens_per_second = elapsed > 0 ? run_tokens_ / elapsed : 0.0;
   result.target_tokens = run_targets;
+  if (state_bytes_) result.state_bytes = *state_bytes_;
   if (step < options_.steps) {
     result.stopped_by_signal = run.stop_for_signal(step, options_.steps, run_state(), log);
     result.last_checkpoint = run.last_checkpoint();
@@ -276,6 +301,7 @@ TrainerResult Trainer::run(const StepFn& step_fn, const EvaluateFn& evaluate, st
   if (step > result.start_step || result.start_step == options_.steps)
     result.last_eval = run_evaluation(step, evaluate, log);
   if (step > result.start_step) result.last_checkpoint = run.checkpoint(step, run_state());
+  optimizer_.unshard();  // the tools write the artifact from full fp32 weights
   return result;
 }
 

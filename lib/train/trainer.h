@@ -21,6 +21,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -29,6 +30,8 @@
 #include "io/options.h"
 #include "train/distributed.h"
 #include "train/lr_schedule.h"
+#include "train/shard_mode.h"
+#include "train/sharded_parameters.h"
 #include "train/step_metrics_log.h"
 #include "train/training_optimizer.h"
 
@@ -51,6 +54,9 @@ struct TrainerOptions {
   int64_t checkpoint_every = 0;  // 0: only on a signal and at the end
   int keep_checkpoints = 2;
   bool resume = false;  // continue from out_dir's latest checkpoint when there is one
+  // How ranks split the state (train/shard_mode.h). A run control: a checkpoint resumes under
+  // any mode and world size.
+  ShardMode shard = ShardMode::kNone;
   int64_t pad_id = 0;
   c10::Device device = c10::kCPU;
   bool autocast_bf16 = false;  // CUDA: forward under bf16 autocast (master weights stay float32)
@@ -92,6 +98,10 @@ struct TrainerOptions {
     v.value(self.keep_checkpoints, "keep-checkpoints", "Checkpoints kept", Role::kRunControl);
     v.value(self.resume, "resume", "Continue from OUT's latest checkpoint when there is one",
             Role::kRunControl);
+    v.value(self.shard, "shard",
+            "Split training state over processes: none, optimizer (ZeRO-1), gradients (ZeRO-2), "
+            "parameters (ZeRO-3/FSDP full sharding; implies activation checkpointing)",
+            Role::kRunControl);
   }
 };
 
@@ -127,11 +137,13 @@ class OptimizerUpdates {
   void skip();
   double last_lr() const { return last_lr_; }
   double last_grad_norm() const { return last_grad_norm_; }
+  TrainingOptimizer& optimizer() { return optimizer_; }
 
  private:
   friend class Trainer;
   OptimizerUpdates(TrainingOptimizer& optimizer, Communicator& comm, const LrSchedule& schedule,
-                   const TrainerOptions& options, TrainingRun& run, int64_t step);
+                   const TrainerOptions& options, TrainingRun& run, int64_t step,
+                   torch::nn::Module& trained, std::optional<StateBytes>& state_bytes);
   double next_lr();
 
   TrainingOptimizer& optimizer_;
@@ -140,8 +152,28 @@ class OptimizerUpdates {
   const TrainerOptions& options_;
   TrainingRun& run_;
   int64_t step_;
+  torch::nn::Module& trained_;
+  std::optional<StateBytes>& state_bytes_;  // filled by the run's first update
   int64_t done_ = 0;  // updates applied or skipped in this step
   double last_lr_ = 0, last_grad_norm_ = 0;
+};
+
+// Every sharded model whole while this lives (rollouts, evaluation: code that runs the models
+// outside the training forward). Communicates on construction and destruction; nothing happens
+// unsharded.
+class WholeModels {
+ public:
+  // frozen_too: also the sharded frozen models (teacher, reference).
+  explicit WholeModels(TrainingOptimizer& optimizer, bool frozen_too = true)
+      : optimizer_(optimizer) {
+    optimizer_.gather_all(frozen_too);
+  }
+  ~WholeModels() { optimizer_.release_all(); }
+  WholeModels(const WholeModels&) = delete;
+  WholeModels& operator=(const WholeModels&) = delete;
+
+ private:
+  TrainingOptimizer& optimizer_;
 };
 
 // What one step gets: its index (0-based), the global batch the StepSampler drew for it
@@ -171,6 +203,9 @@ struct TrainerResult {
   int64_t target_tokens = 0;     // target tokens trained on (global, this process's run)
   io::Json last_eval = io::Json::object();
   std::filesystem::path last_checkpoint;
+  // This process's training state at the first update of the run: weights and gradients as
+  // the backward passes left them, master weights and moments after the step.
+  StateBytes state_bytes;
 };
 
 class Trainer {
@@ -192,6 +227,7 @@ class Trainer {
   void report_step(int64_t done, const StepOutcome& outcome, const OptimizerUpdates& updates,
                    double step_seconds, bool progress_line, std::ostream& log);
 
+  friend class OptimizerUpdates;
   torch::nn::Module& trained_;
   TrainingOptimizer& optimizer_;
   const data::SequenceSet& sequences_;
@@ -202,6 +238,7 @@ class Trainer {
   // Progress of this process's run (from the start or the resumed step).
   std::chrono::steady_clock::time_point run_start_;
   int64_t start_step_ = 0, run_tokens_ = 0;
+  std::optional<StateBytes> state_bytes_;  // measured by the run's first update
 };
 
 }  // namespace rqat::train

@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "io/error.h"
+#include "train/distributed.h"
+#include "train/sharded_parameters.h"
 
 namespace rqat::train {
 
@@ -20,6 +22,13 @@ std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module) {
   return out;
 }
 
+std::vector<NamedParameter> all_parameters(torch::nn::Module& module) {
+  std::vector<NamedParameter> out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    out.push_back({item.key(), item.value(), false});
+  return out;
+}
+
 void AdamWSettings::validate() const {
   if (!(beta1 >= 0 && beta1 < 1)) fail("--adam-beta1 must be in [0, 1), got {}", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) fail("--adam-beta2 must be in [0, 1), got {}", beta2);
@@ -27,11 +36,26 @@ void AdamWSettings::validate() const {
   if (!(weight_decay >= 0)) fail("--weight-decay must be >= 0, got {}", weight_decay);
 }
 
+ShardOptions shard_options(ShardMode mode, Communicator& comm, bool bf16_compute) {
+  ShardOptions options;
+  options.mode = mode;
+  options.comm = &comm;
+  options.compute_dtype = mode != ShardMode::kNone && bf16_compute ? at::kBFloat16 : at::kFloat;
+  return options;
+}
+
 TrainingOptimizer::TrainingOptimizer(std::vector<NamedParameter> parameters,
-                                     const AdamWSettings& settings)
-    : parameters_(std::move(parameters)) {
+                                     const AdamWSettings& settings, ShardOptions shard)
+    : parameters_(std::move(parameters)), settings_(settings), lr_(settings.lr), shard_(shard) {
   settings.validate();
   if (parameters_.empty()) fail("training: the model has no trainable parameters");
+  if (shard_.mode != ShardMode::kNone) {
+    if (shard_.comm == nullptr) fail("training: --shard {} needs a communicator", enum_name(shard_.mode));
+    sharded_ = std::make_unique<ShardedParameters>(parameters_, *shard_.comm, shard_.mode,
+                                                   shard_.compute_dtype,
+                                                   ShardedParameters::Kind::kTrained);
+    return;
+  }
   std::vector<at::Tensor> decay, no_decay;
   for (const auto& p : parameters_) (p.decay ? decay : no_decay).push_back(p.tensor);
   auto options = torch::optim::AdamWOptions(settings.lr)
@@ -47,18 +71,107 @@ TrainingOptimizer::TrainingOptimizer(std::vector<NamedParameter> parameters,
   if (!no_decay.empty())
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(options));
   adamw_ = std::make_unique<torch::optim::AdamW>(std::move(groups), options);
+  // libtorch merges a group's options with the optimizer's defaults, and takes a value equal to
+  // AdamWOptions' own default as "not set": a decayed group's weight_decay of exactly 0.01 (the
+  // default) became the defaults' 0 and decay was silently off. Set each group's decay after
+  // construction, where nothing merges.
+  auto& built = adamw_->param_groups();
+  for (size_t g = 0; g < built.size(); ++g) {
+    const bool decayed = g == 0 && !decay.empty();
+    static_cast<torch::optim::AdamWOptions&>(built[g].options())
+        .weight_decay(decayed ? settings.weight_decay : 0.0);
+  }
 }
 
+TrainingOptimizer::~TrainingOptimizer() = default;
+
 void TrainingOptimizer::set_lr(double lr) {
+  lr_ = lr;
+  if (sharded_) return;
   for (auto& group : adamw_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
 
-void TrainingOptimizer::zero_grad() { adamw_->zero_grad(/*set_to_none=*/true); }
+void TrainingOptimizer::zero_grad() {
+  if (sharded_) return sharded_->zero_grad();
+  adamw_->zero_grad(/*set_to_none=*/true);
+}
 
-void TrainingOptimizer::step() { adamw_->step(); }
+void TrainingOptimizer::reduce_gradients(Communicator& comm) {
+  if (sharded_) return sharded_->reduce_gradients();
+  comm.all_reduce_gradients(tensors());
+}
+
+void TrainingOptimizer::step() {
+  if (sharded_) return sharded_->step(lr_, settings_);
+  adamw_->step();
+}
+
+model::LayerScope* TrainingOptimizer::layer_scope() {
+  const bool bracketed = shard_.mode == ShardMode::kGradients || shard_.mode == ShardMode::kParameters;
+  return bracketed ? sharded_.get() : nullptr;
+}
+
+void TrainingOptimizer::weights_ready() {
+  if (sharded_) sharded_->shard_from_module();
+}
+
+model::LayerScope* TrainingOptimizer::shard_frozen(std::vector<NamedParameter> parameters) {
+  if (shard_.mode != ShardMode::kParameters) return nullptr;
+  if (parameters.empty()) return nullptr;
+  // A frozen model computes in the dtype it was loaded in (the teacher is bf16 on CUDA).
+  const at::ScalarType dtype = parameters.front().tensor.scalar_type();
+  frozen_.push_back(std::make_unique<ShardedParameters>(std::move(parameters), *shard_.comm,
+                                                        shard_.mode, dtype,
+                                                        ShardedParameters::Kind::kFrozen));
+  frozen_.back()->shard_from_module();
+  return frozen_.back().get();
+}
+
+void TrainingOptimizer::gather_all(bool frozen_too) {
+  if (sharded_) sharded_->gather_all();
+  if (frozen_too)
+    for (auto& f : frozen_) f->gather_all();
+}
+
+void TrainingOptimizer::release_all() {
+  if (sharded_) sharded_->release_all();
+  for (auto& f : frozen_) f->release_all();
+}
+
+void TrainingOptimizer::unshard() {
+  if (sharded_) sharded_->unshard_to_module();  // frozen models are not needed after training
+}
+
+io::NamedTensors TrainingOptimizer::master_weights() {
+  return sharded_ ? sharded_->full_master_weights() : io::NamedTensors{};
+}
+
+StateBytes TrainingOptimizer::state_bytes(torch::nn::Module& module) const {
+  StateBytes bytes;
+  for (const auto& p : module.parameters(/*recurse=*/true)) {
+    bytes.weights += p.numel() * static_cast<int64_t>(p.element_size());
+    if (p.grad().defined())
+      bytes.gradients += p.grad().numel() * static_cast<int64_t>(p.grad().element_size());
+  }
+  if (sharded_) {
+    const StateBytes own = sharded_->own_bytes();
+    bytes.gradients += own.gradients;
+    bytes.master += own.master;
+    bytes.moments += own.moments;
+    return bytes;
+  }
+  for (const auto& [key, state] : adamw_->state()) {
+    (void)key;
+    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*state);
+    bytes.moments += s.exp_avg().numel() * static_cast<int64_t>(s.exp_avg().element_size()) +
+                     s.exp_avg_sq().numel() * static_cast<int64_t>(s.exp_avg_sq().element_size());
+  }
+  return bytes;
+}
 
 double TrainingOptimizer::clip_grad_norm(double max_norm) {
+  if (sharded_) return sharded_->clip_grad_norm(max_norm);
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters_)
     if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad());
@@ -88,7 +201,8 @@ int64_t TrainingOptimizer::parameter_count() const {
   return n;
 }
 
-io::NamedTensors TrainingOptimizer::state_tensors() const {
+io::NamedTensors TrainingOptimizer::state_tensors() {
+  if (sharded_) return sharded_->full_optimizer_state();
   io::NamedTensors out;
   const auto& state = adamw_->state();
   for (const auto& p : parameters_) {
@@ -104,6 +218,7 @@ io::NamedTensors TrainingOptimizer::state_tensors() const {
 
 void TrainingOptimizer::load_state(const std::function<at::Tensor(const std::string&)>& lookup,
                                    const std::string& where) {
+  if (sharded_) return sharded_->load_state(lookup, where);
   auto& state = adamw_->state();
   state.clear();
   for (const auto& p : parameters_) {

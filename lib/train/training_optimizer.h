@@ -15,8 +15,14 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "model/layer_scope.h"
+#include "train/shard_mode.h"
 
 namespace rqat::train {
+
+class Communicator;
+class ShardedParameters;
+struct StateBytes;
 
 struct NamedParameter {
   std::string name;
@@ -26,6 +32,8 @@ struct NamedParameter {
 
 // requires_grad parameters of `module` in registration order, with their decay flag.
 std::vector<NamedParameter> trainable_parameters(torch::nn::Module& module);
+// Every parameter of `module` (a frozen model's, to shard it).
+std::vector<NamedParameter> all_parameters(torch::nn::Module& module);
 
 struct AdamWSettings {
   double lr = 1e-5;
@@ -36,16 +44,57 @@ struct AdamWSettings {
   void validate() const;      // errors name --adam-beta1, --adam-beta2, --adam-eps, --weight-decay
 };
 
+// How the training state is split over ranks (train/shard_mode.h, train/sharded_parameters.h).
+struct ShardOptions {
+  ShardMode mode = ShardMode::kNone;
+  Communicator* comm = nullptr;                  // needed unless mode is kNone
+  at::ScalarType compute_dtype = at::kFloat;     // the modules' copies; masters stay fp32
+};
+
+// The sharding of a training tool: bf16 compute copies when the tool computes in bf16 on CUDA.
+ShardOptions shard_options(ShardMode mode, Communicator& comm, bool bf16_compute);
+
+// With ShardMode::kNone, torch's AdamW over the full parameters (the unsharded DDP of
+// train/distributed.h). Otherwise ShardedParameters holds the masters and moments, and the
+// methods marked "communicates" must be called on every rank.
 class TrainingOptimizer {
  public:
-  TrainingOptimizer(std::vector<NamedParameter> parameters, const AdamWSettings& settings);
+  TrainingOptimizer(std::vector<NamedParameter> parameters, const AdamWSettings& settings,
+                    ShardOptions shard = {});
+  ~TrainingOptimizer();
 
   void set_lr(double lr);
   void zero_grad();
+  // Communicates: gradients summed over ranks (all-reduce, or into the ranks' slices).
+  void reduce_gradients(Communicator& comm);
   void step();
   // Scales gradients so their global L2 norm is at most max_norm (<= 0: no clipping); returns the
   // norm before clipping (NaN/Inf when a gradient is not finite, which the caller checks).
+  // Sharded: the norm over every rank's slices (communicates).
   double clip_grad_norm(double max_norm);
+
+  // --- sharding (each a no-op with ShardMode::kNone) ---
+  ShardMode shard_mode() const { return shard_.mode; }
+  // The scope to install on the trained model (CausalLM::set_layer_scope) in the gradients and
+  // parameters modes, null otherwise.
+  model::LayerScope* layer_scope();
+  // Once the module holds its starting weights on every rank (fresh, broadcast or restored):
+  // split them (no communication).
+  void weights_ready();
+  // Parameters mode: a frozen model (the teacher, the reference policy) is sharded too, its
+  // scope installed by the caller; it follows gather_all/release_all. Returns its scope.
+  model::LayerScope* shard_frozen(std::vector<NamedParameter> parameters);
+  // Communicate: every model whole until release_all() (evaluation, rollouts).
+  void gather_all(bool frozen_too = true);
+  void release_all();
+  // Communicates: the trained module's parameters become full fp32 tensors again (the final
+  // artifact); later updates are not possible.
+  void unshard();
+  // Communicates: the fp32 master weights under parameter names (main rank; empty unsharded,
+  // where the module's parameters are the masters).
+  io::NamedTensors master_weights();
+  // Tensor bytes of the state of `module` trained by this optimizer, on this rank.
+  StateBytes state_bytes(torch::nn::Module& module) const;
 
   const std::vector<NamedParameter>& parameters() const { return parameters_; }
   std::vector<at::Tensor> tensors() const;
@@ -54,13 +103,20 @@ class TrainingOptimizer {
   // The optimizer state as named tensors ("adam.exp_avg.NAME", "adam.exp_avg_sq.NAME",
   // "adam.step.NAME"), and its inverse; a loaded state continues bit-identically. load_state
   // errors name `where` and the parameter when something is missing or has another shape.
-  io::NamedTensors state_tensors() const;
+  // Sharded: state_tensors communicates (the main rank receives the whole state), load_state
+  // keeps this rank's slices of a state saved at any world size or shard mode.
+  io::NamedTensors state_tensors();
   void load_state(const std::function<at::Tensor(const std::string&)>& lookup,
                   const std::string& where);
 
  private:
   std::vector<NamedParameter> parameters_;
-  std::unique_ptr<torch::optim::AdamW> adamw_;
+  AdamWSettings settings_;
+  double lr_ = 0;
+  ShardOptions shard_;
+  std::unique_ptr<torch::optim::AdamW> adamw_;         // kNone
+  std::unique_ptr<ShardedParameters> sharded_;         // otherwise
+  std::vector<std::unique_ptr<ShardedParameters>> frozen_;
 };
 
 }  // namespace rqat::train

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <csignal>
+#include <map>
 #include <ostream>
 
 #include "io/error.h"
@@ -52,6 +53,7 @@ std::optional<io::Json> TrainingRun::start(bool resume, std::ostream& log) {
       auto tensors = optimizer_.tensors();
       comm_.broadcast_from_main(tensors);
     }
+    optimizer_.weights_ready();
     return std::nullopt;
   }
   const io::Json& saved = checkpoint->trainer_state;
@@ -64,6 +66,7 @@ std::optional<io::Json> TrainingRun::start(bool resume, std::ostream& log) {
   optimizer_.load_state([&](const std::string& name) { return checkpoint->optimizer_tensor(name); },
                         checkpoint->optimizer_state->path().string());
   restore_random_generator_state(*checkpoint);
+  optimizer_.weights_ready();
   metrics_.resume_at(checkpoint->step);
   last_checkpoint_ = checkpoint->dir;
   log << fmt::format("resumed from {} (step {})\n", checkpoint->dir.string(), checkpoint->step);
@@ -72,11 +75,20 @@ std::optional<io::Json> TrainingRun::start(bool resume, std::ostream& log) {
 
 std::filesystem::path TrainingRun::checkpoint(int64_t steps_done, io::Json state) {
   std::filesystem::path dir;
+  // Sharded: every rank sends its slices, the main rank assembles the same files an unsharded
+  // run writes (fp32 master weights under the parameters' names), resumable at any world size.
+  io::NamedTensors masters = optimizer_.master_weights();
+  io::NamedTensors optimizer_state = optimizer_.state_tensors();
   if (comm_.is_main()) {
     CheckpointContents contents;
     contents.step = steps_done;
     contents.model_state = module_state(trained_);
-    contents.optimizer_state = optimizer_.state_tensors();
+    if (!masters.empty()) {
+      std::map<std::string, at::Tensor> by_name(masters.begin(), masters.end());
+      for (auto& [name, tensor] : contents.model_state)
+        if (auto it = by_name.find(name); it != by_name.end()) tensor = it->second;
+    }
+    contents.optimizer_state = std::move(optimizer_state);
     for (auto& entry : random_generator_state()) contents.optimizer_state.push_back(entry);
     state["fingerprint"] = fingerprint_;
     contents.trainer_state = std::move(state);

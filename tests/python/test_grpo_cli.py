@@ -23,7 +23,8 @@ if not RQAT_BIN or not (os.path.isfile(RQAT_BIN) and os.access(RQAT_BIN, os.X_OK
     pytest.skip(f"RQAT_BIN unset or not an executable ({RQAT_BIN!r})", allow_module_level=True)
 GRPO = Path(RQAT_BIN).parent / "grpo"
 
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM  # noqa: E402
+from grpo_toy import write_grpo_toy  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
 
 TIMEOUT_S = 300
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -33,27 +34,7 @@ for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "S
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grpo")
-    model = root / "toy"
-    vocab = {str(d): d for d in range(10)}
-    vocab.update({"+": 10, "=": 11, "\u010a": 12, "<|endoftext|>": 13})
-    tok = {"version": "1.0", "normalizer": None, "post_processor": None,
-           "added_tokens": [{"id": 13, "content": "<|endoftext|>", "special": True, "lstrip": False, "rstrip": False,
-                             "single_word": False, "normalized": False}],
-           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
-           "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": []}}
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.02, eos_token_id=13,
-                      tie_word_embeddings=False)
-    LlamaForCausalLM(cfg).save_pretrained(str(model))
-    (model / "tokenizer.json").write_text(json.dumps(tok))
-    (model / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))
-    with open(root / "sums.jsonl", "w") as f:
-        for a in range(3):
-            for b in range(3):
-                f.write(json.dumps({"problem": f"{a}+{b}=", "answer": str(a + b)}) + "\n")
-    return root
+    return write_grpo_toy(tmp_path_factory.mktemp("grpo"))
 
 
 def args(toy, out, *extra, steps=6):
