@@ -1,7 +1,9 @@
 // Peak memory of loading a model directory, against a naive loader that reads the files into memory
 // and copies tensors out (the peer), each in its own process so peaks do not mix. Prints the peak
 // resident set added by loading (weights touched and one forward run) divided by the checkpoint
-// size. Usage: bench_load_rss --model DIR --mode mmap|copy [--dtype bf16|f32]
+// size, and the anonymous memory (RssAnon: what is not a mapped file page) the loaded model keeps:
+// for a GPTQ checkpoint loaded packed that is the kernels' layout, with --dequantize the full
+// weights. Usage: bench_load_rss --model DIR --mode mmap|copy [--dtype bf16|f32] [--dequantize]
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -60,15 +62,19 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode, "mmap (rqat's loader) or copy (naive peer)")
       ->check(CLI::IsMember({"mmap", "copy"}));
   app.add_option("--dtype", dtype_name, "Load dtype")->check(CLI::IsMember({"bf16", "f32"}));
+  bool dequantize = false;
+  app.add_flag("--dequantize", dequantize, "GPTQ checkpoints: dequantize at load (not packed)");
   CLI11_PARSE(app, argc, argv);
   const auto dtype = dtype_name == "bf16" ? at::kBFloat16 : at::kFloat;
 
   at::ones({8}).sum();  // initialize torch before taking the baseline
   const int64_t baseline_kb = proc_status_kb("VmRSS");
+  const int64_t baseline_anon_kb = proc_status_kb("RssAnon");
   const uint64_t checkpoint_bytes = rqat::io::CheckpointReader(dir).total_bytes();
 
   auto model =
-      mode == "mmap" ? rqat::quant::load_model(dir, {dtype, c10::kCPU}) : load_by_copy(dir, dtype);
+      mode == "mmap" ? rqat::quant::load_model(dir, {dtype, c10::kCPU, dequantize})
+                     : load_by_copy(dir, dtype);
   torch::NoGradGuard no_grad;
   double checksum = 0;
   // Touch every page; sum() reduces in place, so no temporary copy inflates the peak.
@@ -76,12 +82,14 @@ int main(int argc, char** argv) {
   auto logits = model->forward(at::arange(16, at::kLong).view({1, 16}));
 
   const int64_t peak_kb = proc_status_kb("VmHWM");
+  const double anon_mb = (proc_status_kb("RssAnon") - baseline_anon_kb) / 1024.0;
   const double added = (peak_kb - baseline_kb) * 1024.0;
   fmt::print(
       "{:5s} loader: checkpoint {:.1f} MB, baseline RSS {:.1f} MB, peak RSS {:.1f} MB, "
-      "added/checkpoint = {:.3f}, peak/checkpoint = {:.3f} (checksum {:.3g}, logit {:.3g})\n",
+      "added/checkpoint = {:.3f}, peak/checkpoint = {:.3f}, anonymous RSS kept {:.1f} MB "
+      "(checksum {:.3g}, logit {:.3g})\n",
       mode, checkpoint_bytes / 1e6, baseline_kb / 1024.0, peak_kb / 1024.0,
-      added / checkpoint_bytes, peak_kb * 1024.0 / checkpoint_bytes, checksum,
+      added / checkpoint_bytes, peak_kb * 1024.0 / checkpoint_bytes, anon_mb, checksum,
       logits.abs().max().item<double>());
   return 0;
 }

@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
     if (!reward.empty()) run.reward = rqat::tools::sample_reward(reward);
     run.device = runtime.resolved_device();
     run.dtype = runtime.resolved_dtype();
+    run.dequantize = runtime.dequantize;
     runtime.apply_threads();
     run.show_progress = !quiet;
     rqat::eval::run_evaluation(run, std::cout);

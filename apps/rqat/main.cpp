@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
       std::cout << "wrote " << init.out_dir.string() << "\n";
     } else if (*logits_cmd) {
       runtime.apply_threads();
-      rqat::model::LoadOptions load{runtime.resolved_dtype(), runtime.resolved_device()};
+      rqat::model::LoadOptions load{runtime.resolved_dtype(), runtime.resolved_device(),
+                                    runtime.dequantize};
       rqat::tools::write_logits(model_dir, input, output, load);
     } else if (*convert_cmd) {
       std::optional<at::ScalarType> dtype;
@@ -202,6 +203,7 @@ int main(int argc, char** argv) {
     } else if (*generate_cmd) {
       runtime.apply_threads();
       gen.dtype = runtime.resolved_dtype();
+      gen.dequantize = runtime.dequantize;
       gen.device = runtime.resolved_device();
       rqat::tools::run_generate_command(gen, std::cout);
     } else if (*info_cmd) {

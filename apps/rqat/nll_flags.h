@@ -69,6 +69,7 @@ inline void add_nll_subcommand(CLI::App& app) {
       if (!s->json_out.empty()) o.json_out = s->json_out;
       s->runtime.apply_threads();
       o.dtype = s->runtime.resolved_dtype();
+      o.dequantize = s->runtime.dequantize;
       o.device = s->runtime.resolved_device();
       tools::run_nll_command(o, std::cout);
     });

@@ -49,6 +49,7 @@ tools::GrpoCommandOptions GrpoFlags::resolve() {
   runtime.apply_threads();
   o.device = runtime.resolved_device();
   o.dtype = runtime.resolved_dtype();
+  o.dequantize = runtime.dequantize;
   return o;
 }
 

@@ -54,6 +54,9 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
   app.add_option("--device", flags.device, "Device: cpu, cuda, cuda:N or auto")
       ->capture_default_str();
   app.add_option("--threads", flags.threads, "CPU threads (0: all cores)")->capture_default_str();
+  app.add_flag("--dequantize", flags.dequantize,
+               "GPTQ checkpoints: dequantize the quantized layers at load (default: compute from "
+               "the packed low-bit weights)");
 }
 
 void return_large_allocations_to_system() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }

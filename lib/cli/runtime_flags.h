@@ -13,13 +13,14 @@ struct RuntimeFlags {
   std::string dtype = "auto";   // f32 | bf16 | auto (bf16 on CUDA, f32 on the CPU)
   std::string device = "auto";  // cpu | cuda | cuda:N | auto (cuda when available)
   int threads = 0;              // CPU threads for intra-op parallelism (0: library default)
+  bool dequantize = false;      // GPTQ checkpoints: dequantize at load instead of packed kernels
 
   c10::Device resolved_device() const;
   at::ScalarType resolved_dtype() const;  // needs the device for "auto"
   void apply_threads() const;
 };
 
-// --dtype, --device, --threads; also makes CLI11's parse errors one line ("TOOL: error: ...").
+// --dtype, --device, --threads, --dequantize; also makes CLI11's parse errors one line ("TOOL: error: ...").
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 
 // Makes every allocation of 1 MiB or more a separate mapping that returns to the system when

@@ -18,6 +18,9 @@ namespace rqat::model {
 struct LoadOptions {
   at::ScalarType dtype = at::kFloat;  // compute dtype; weights are converted if stored otherwise
   c10::Device device = c10::kCPU;
+  // Quantized checkpoints (GPTQ): dequantize their layers at load instead of computing from the
+  // packed codes (quant/packed_gptq_linear.h). Full-precision checkpoints ignore it.
+  bool dequantize = false;
 };
 
 struct SaveOptions {

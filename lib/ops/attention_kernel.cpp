@@ -20,12 +20,6 @@
 #include <utility>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RQAT_CPU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define RQAT_CPU_CLONES
-#endif
 #define RQAT_INLINE inline __attribute__((always_inline))
 // The 64-byte lane type only ever lives in registers of always-inlined helpers, so the calling
 // convention GCC warns about (returning it without AVX-512) never applies.
@@ -38,20 +32,12 @@ namespace {
 constexpr int64_t kLanes = 16;
 using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
-using Floats8 = float __attribute__((vector_size(8 * sizeof(float))));
-using Floats4 = float __attribute__((vector_size(4 * sizeof(float))));
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 RQAT_INLINE Floats load(const float* p) { return load_lanes<Floats>(p); }
 RQAT_INLINE void store(float* p, Floats v) { store_lanes(p, v); }
 RQAT_INLINE Floats splat(float x) { return splat_lanes<Floats>(x); }
-RQAT_INLINE float lane_sum(Floats v) {
-  const Floats8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-                    __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const Floats4 b =
-      __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-  return (b[0] + b[2]) + (b[1] + b[3]);
-}
+RQAT_INLINE float lane_sum(Floats v) { return lane_sum16(v); }
 RQAT_INLINE float lane_max(Floats v) {
   float m = v[0];
   for (int64_t i = 1; i < kLanes; ++i) m = std::max(m, v[i]);

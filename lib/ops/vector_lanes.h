@@ -8,6 +8,15 @@
 
 #define RQAT_LANES_INLINE inline __attribute__((always_inline))
 
+// A kernel's task functions are compiled for AVX-512, AVX2+FMA and the baseline (GCC target
+// clones; the loader picks the one the CPU runs), so the library itself keeps the baseline target.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RQAT_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RQAT_CPU_CLONES
+#endif
+
 namespace rqat::ops {
 
 template <class Lanes>
@@ -25,6 +34,18 @@ RQAT_LANES_INLINE void store_lanes(float* p, Lanes v) {
 template <class Lanes>
 RQAT_LANES_INLINE Lanes splat_lanes(float x) {
   return Lanes{} + x;
+}
+
+// The sum of 16 float lanes, as a tree (8 + 8, 4 + 4, then pairs).
+template <class Lanes16>
+RQAT_LANES_INLINE float lane_sum16(Lanes16 v) {
+  using Floats8 = float __attribute__((vector_size(8 * sizeof(float))));
+  using Floats4 = float __attribute__((vector_size(4 * sizeof(float))));
+  const Floats8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                    __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const Floats4 b =
+      __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
 }  // namespace rqat::ops

@@ -269,7 +269,8 @@ GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
 }
 
 std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model, const fs::path& dir,
-                                                   const GptqCheckpointConfig& config) {
+                                                   const GptqCheckpointConfig& config,
+                                                   bool dequantize) {
   io::CheckpointReader checkpoint(dir);
   const std::string where = dir.string();
   std::vector<std::string> replaced;
@@ -290,7 +291,7 @@ std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model, const
     const auto& dense = *slot.layer;
     auto layer = std::make_shared<quant::PackedGptqLinear>(
         name, packed, config.bits, config.group_size, config.format, dense->in_features(),
-        dense->out_features(), dense->bias().has_value(), model.options());
+        dense->out_features(), dense->bias().has_value(), model.options(), dequantize);
     model.replace_linear(slot, layer);
     replaced.push_back(name);
   }

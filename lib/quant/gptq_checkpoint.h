@@ -62,11 +62,13 @@ GptqExportSummary export_gptq_checkpoint(const model::CausalLM& model,
                                          const GptqExportOptions& options = {});
 
 // Replaces every linear layer of `model` whose NAME.qweight is in the checkpoint of `dir` by a
-// PackedGptqLinear built from the packed tensors (bias left for load_weights). Returns the names
-// replaced; throws when there are none or a layer is stored both packed and dense.
+// PackedGptqLinear built from the packed tensors (bias left for load_weights), computing from
+// its packed codes, or from dequantized weights with `dequantize`. Returns the names replaced;
+// throws when there are none or a layer is stored both packed and dense.
 std::vector<std::string> attach_packed_gptq_layers(model::CausalLM& model,
                                                    const std::filesystem::path& dir,
-                                                   const GptqCheckpointConfig& config);
+                                                   const GptqCheckpointConfig& config,
+                                                   bool dequantize = false);
 
 // Before any work: throws when a layer the spec selects cannot be packed in the GPTQ layout
 // (sizes, groups).

@@ -37,6 +37,7 @@ struct GenerateCommandOptions {
   bool show_progress = true;
   at::ScalarType dtype = at::kFloat;
   c10::Device device = c10::kCPU;
+  bool dequantize = false;  // GPTQ checkpoints: dequantize at load (default: packed kernels)
 };
 
 // Runs the whole command, writing to `out`; returns the results (in sample order).

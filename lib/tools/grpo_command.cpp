@@ -9,6 +9,7 @@
 #include "io/manifest.h"
 #include "model/model_dir.h"
 #include "quant/load_model.h"
+#include "quant/packed_gptq_linear.h"
 #include "quant/quant_state.h"
 #include "rl/grpo_step.h"
 #include "rl/rewards.h"
@@ -49,15 +50,29 @@ struct Policy {
   io::Json quant_record;           // the manifest's "quant" when it is not `spec` (an NF4 base)
 };
 
+bool has_packed_gptq_layers(model::CausalLM& model) {
+  for (const auto& slot : model.linear_layers())
+    if (auto packed = std::dynamic_pointer_cast<quant::PackedGptqLinear>(*slot.layer))
+      if (packed->packed()) return true;
+  return false;
+}
+
 // The policy of o.mode; with --output-quant-bits every linear layer is then wrapped.
 Policy load_mode_policy(const GrpoCommandOptions& o, c10::Device device) {
   Policy p;
-  p.model = quant::load_model(o.model_dir, model::LoadOptions{at::kFloat, device});
+  p.model = quant::load_model(o.model_dir, model::LoadOptions{at::kFloat, device, o.dequantize});
   if (o.mode == PolicyMode::kFull) return p;
   if (o.mode == PolicyMode::kQlora && o.qlora_base == QloraBase::kNf4) {
     // The frozen NF4 base keeps its packed codes; the adapters train over it.
     quant::attach_nf4(*p.model, o.spec, o.nf4.block_size, o.nf4.double_quant);
     p.quant_record = o.nf4.to_json(o.spec);
+    p.lora_layers = attach_lora(*p.model, o.lora, o.lora_targets);
+    return p;
+  }
+  if (o.mode == PolicyMode::kQlora && !o.dequantize && has_packed_gptq_layers(*p.model)) {
+    // A GPTQ checkpoint: its packed layers are the frozen base as they stand, so rollouts decode
+    // from the low-bit codes (quant/packed_gptq_linear.h); the adapters train over them.
+    p.quant_record = p.model->config().raw.value("quantization_config", io::Json(nullptr));
     p.lora_layers = attach_lora(*p.model, o.lora, o.lora_targets);
     return p;
   }

@@ -92,6 +92,7 @@ struct GrpoCommandOptions {
   int64_t eval_max_new_tokens = 1024;
   train::CommBackend backend = train::CommBackend::kAuto;
   at::ScalarType dtype = at::kFloat;
+  bool dequantize = false;  // a GPTQ policy checkpoint: dequantize at load (default: packed)
   c10::Device device = c10::kCPU;
 
   // The options of the policy, the rollouts and the objective, each once (io/options.h): their

@@ -28,6 +28,7 @@ struct NllCommandOptions {
   std::optional<std::filesystem::path> json_out;  // write the numbers as JSON here
   at::ScalarType dtype = at::kFloat;
   c10::Device device = c10::kCPU;
+  bool dequantize = false;  // GPTQ checkpoints: dequantize at load (default: packed kernels)
 };
 
 struct NllReport {

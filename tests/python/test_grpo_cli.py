@@ -111,6 +111,39 @@ def test_qlora_artifact_is_a_merged_model(toy, tmp_path):
     assert torch.isfinite(logits).all() and logits.shape == (1, 4, 16)
 
 
+def test_qlora_over_a_gptq_checkpoint_rolls_out_from_packed_codes(toy, tmp_path):
+    # A GPTQ export of the toy model as the QLoRA base: its packed layers stay packed (rollouts decode from the
+    # 4-bit codes; the training forward dequantizes for the backward), and the run reproduces the same run
+    # with --dequantize (the base dequantized at load): the same rollouts, the same objective.
+    ptq_out = tmp_path / "ptq"
+    run([Path(RQAT_BIN).parent / "ptq", "--model", toy / "toy", "--out", ptq_out, "--method", "rtn", "--bits", "4",
+         "--group-size", "32", "--export", "gptq"])
+    gptq = ptq_out / "gptq"
+    assert json.loads((gptq / "config.json").read_text())["quantization_config"]["quant_method"] == "gptq"
+    (gptq / "tokenizer.json").write_text((toy / "toy" / "tokenizer.json").read_text())
+    (gptq / "tokenizer_config.json").write_text((toy / "toy" / "tokenizer_config.json").read_text())
+    model_toy = tmp_path / "m"
+    model_toy.mkdir()
+    (model_toy / "sums.jsonl").write_text((toy / "sums.jsonl").read_text())
+    (model_toy / "toy").symlink_to(gptq)
+    rows = {}
+    # --dequantize: the dense base is quantized again by rqat's plan (RTN of the dequantized weights gives
+    # back the checkpoint's codes), as a full-precision model would be.
+    for flag in ([], ["--dequantize", "--bits", "4", "--group-size", "32"]):
+        out = tmp_path / ("dequantized" if flag else "packed")
+        run(args(model_toy, out, "--mode", "qlora", "--lora-rank", "4", *flag, steps=2))
+        rows[bool(flag)] = train_rows(out)
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["config"]["mode"] == "qlora"
+        # Packed, the base is the checkpoint's own quantization (its quantization_config); dequantized,
+        # it is re-quantized to the same codes through rqat's own plan.
+        assert (manifest["config"]["quant"].get("quant_method") == "gptq") == (not flag)
+    packed, dequantized = rows[False], rows[True]
+    assert [r["reward"] for r in packed] == [r["reward"] for r in dequantized]
+    for a, b in zip(packed, dequantized):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-6)
+
+
 def test_bad_flags_are_one_line_errors(toy, tmp_path):
     for extra, needle in [(["--mode", "lora"], "--mode"), (["--loss-aggregation", "sum"], "--loss-aggregation"),
                           (["--reward", "math+nope"], "--reward"), (["--mode", "qat"], "--bits is required")]:

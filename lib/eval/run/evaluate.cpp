@@ -88,7 +88,7 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   std::shared_ptr<model::CausalLM> loaded;
   if (!options.model)
     loaded =
-        quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
+        quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
   model::CausalLM* model = options.model ? options.model : loaded.get();
 
   const auto stop_token_ids = model::model_stop_token_ids(model->config());

@@ -60,6 +60,7 @@ struct EvalRunOptions {
   SampleReward reward;  // none by default
   at::ScalarType dtype = at::kFloat;
   c10::Device device = c10::kCPU;
+  bool dequantize = false;  // GPTQ checkpoints: dequantize at load (default: packed kernels)
   bool show_progress = true;
   // An already loaded model to evaluate instead of loading model_dir's weights (model_dir still
   // gives the tokenizer and chat template): the trainers evaluate their student in memory.

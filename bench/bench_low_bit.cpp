@@ -1,0 +1,285 @@
+// Decode throughput of packed low-bit linear layers (ops/low_bit_matmul.h) against LibTorch's dense
+// matmul of the same layers, in the same run, on the CPU:
+//   1. a stack of `--layers` (default 4) square layers of `--size` (default 4096): y = x W^T through
+//      all of them, at batch 1 and 16 (decode steps of 1 and 16 sequences), for float32 and bf16
+//      dense weights (at::linear, MKL/oneDNN) and packed W4/W3/W2 g128 (this repository's kernel);
+//      tokens/s and the ratio against float32;
+//   2. a tiny Qwen3-shaped model exported as a GPTQ checkpoint (W4/W3/W2, g128) and loaded packed and
+//      with --dequantize (float32 and bf16), greedy decoding of 32 tokens per sequence by the paged
+//      engine at batch 1 and 16.
+// Target (issue 20): packed W4 at batch 1 at least 2x the float32 tokens/s of part 1.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <vector>
+
+#include <unistd.h>
+
+#include "generation/generation_engine.h"
+#include "io/error.h"
+#include "io/json_file.h"
+#include "model/init.h"
+#include "ops/low_bit_matmul.h"
+#include "quant/gptq_checkpoint.h"
+#include "quant/packed_gptq_linear.h"
+#include "quant/load_model.h"
+#include "quant/quant_spec.h"
+#include "quant/rtn.h"
+
+using namespace rqat;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Best seconds per call of `fn` over `repeats` timed batches of `calls` (after one warm-up).
+double best_seconds(const std::function<void()>& fn, int calls, int repeats) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    for (int c = 0; c < calls; ++c) fn();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count() / calls);
+  }
+  return best;
+}
+
+struct Row {
+  std::string name;
+  double tokens_per_second[2] = {0, 0};  // batch 1, batch 16
+  double bytes = 0;
+};
+
+void print_rows(const std::vector<Row>& rows, const char* unit) {
+  std::cout << fmt::format("{:<22}{:>12}{:>16}{:>16}{:>12}{:>12}\n", "weights", unit,
+                           "tok/s batch 1", "tok/s batch 16", "x f32 b1", "x f32 b16");
+  for (const Row& r : rows)
+    std::cout << fmt::format("{:<22}{:>12.1f}{:>16.1f}{:>16.1f}{:>11.2f}x{:>11.2f}x\n", r.name,
+                             r.bytes / (1 << 20), r.tokens_per_second[0], r.tokens_per_second[1],
+                             r.tokens_per_second[0] / rows.front().tokens_per_second[0],
+                             r.tokens_per_second[1] / rows.front().tokens_per_second[1]);
+}
+
+ops::LowBitWeight quantize_rtn(const at::Tensor& w, int bits, int64_t group) {
+  quant::QuantSpec spec;
+  spec.bits = bits;
+  spec.group_size = group;
+  const quant::QuantizedWeight q = quant::rtn_quantize(w, spec);
+  return ops::pack_low_bit(q.codes, q.scales, q.zeros, bits, group, {}, "bench");
+}
+
+std::vector<Row> layer_stack(int64_t size, int layers, int repeats) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  std::vector<at::Tensor> dense;
+  for (int l = 0; l < layers; ++l) dense.push_back(at::randn({size, size}, gen) / std::sqrt(size));
+  std::vector<Row> rows;
+  const int64_t batches[2] = {1, 16};
+  const auto run_dense = [&](at::ScalarType dtype, const char* name) {
+    std::vector<at::Tensor> w;
+    for (const auto& d : dense) w.push_back(d.to(dtype));
+    Row row{name};
+    row.bytes = static_cast<double>(layers * size * size * at::elementSize(dtype));
+    for (int b = 0; b < 2; ++b) {
+      const at::Tensor x = at::randn({batches[b], size}, gen).to(dtype);
+      const double s = best_seconds(
+          [&] {
+            at::Tensor h = x;
+            for (const auto& wl : w) h = at::linear(h, wl);
+          },
+          5, repeats);
+      row.tokens_per_second[b] = static_cast<double>(batches[b]) / s;
+    }
+    rows.push_back(row);
+  };
+  run_dense(at::kFloat, "float32 (at::linear)");
+  run_dense(at::kBFloat16, "bf16 (at::linear)");
+  for (int bits : {4, 3, 2}) {
+    std::vector<ops::LowBitWeight> w;
+    for (const auto& d : dense) w.push_back(quantize_rtn(d, bits, 128));
+    Row row{fmt::format("packed W{} g128", bits)};
+    for (const auto& wl : w) row.bytes += static_cast<double>(wl.bytes());
+    for (int b = 0; b < 2; ++b) {
+      const at::Tensor x = at::randn({batches[b], size}, gen);
+      const double s = best_seconds(
+          [&] {
+            at::Tensor h = x;
+            for (const auto& wl : w) h = ops::low_bit_matmul(h, wl);
+          },
+          5, repeats);
+      row.tokens_per_second[b] = static_cast<double>(batches[b]) / s;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Greedy decoding of `new_tokens` per sequence, `batch` sequences at once: generated tokens/s.
+double decode_tokens_per_second(model::CausalLM& model, int64_t batch, int64_t new_tokens) {
+  std::vector<generation::GenerationRequest> requests(static_cast<size_t>(batch));
+  for (int64_t r = 0; r < batch; ++r) {
+    requests[r].prompt_ids = {1, static_cast<int32_t>(5 + r), 9};
+    requests[r].params.temperature = 0;
+    requests[r].params.max_new_tokens = new_tokens;
+  }
+  generation::GenerationEngine engine(model, nullptr, generation::EngineOptions{batch});
+  engine.generate(requests);  // warm-up
+  const auto start = Clock::now();
+  engine.generate(requests);
+  return static_cast<double>(batch * new_tokens) /
+         std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::vector<Row> tiny_model(int64_t hidden, int64_t layers, int64_t vocab,
+                            const std::filesystem::path& work, c10::Device device) {
+  const io::Json json = {{"model_type", "qwen3"},         {"hidden_size", hidden},
+                         {"intermediate_size", hidden * 3}, {"num_hidden_layers", layers},
+                         {"num_attention_heads", hidden / 64}, {"num_key_value_heads", hidden / 128},
+                         {"head_dim", 64},                  {"vocab_size", vocab},
+                         {"rms_norm_eps", 1e-6},            {"rope_theta", 1000000.0},
+                         {"max_position_embeddings", 256},  {"tie_word_embeddings", true}};
+  const model::ModelConfig config = model::ModelConfig::from_json(json, "bench");
+  auto reference = std::make_shared<model::CausalLM>(config, at::TensorOptions(at::kFloat));
+  model::init_random(*reference, 0);
+  std::vector<Row> rows;
+  const auto measure = [&](model::CausalLM& m, const std::string& name, double bytes) {
+    Row row{name};
+    row.bytes = bytes;
+    row.tokens_per_second[0] = decode_tokens_per_second(m, 1, 32);
+    row.tokens_per_second[1] = decode_tokens_per_second(m, 16, 32);
+    rows.push_back(row);
+  };
+  double linear_bytes = 0;
+  for (const auto& slot : reference->linear_layers())
+    linear_bytes += static_cast<double>((*slot.layer)->effective_weight().numel() * 4);
+  if (device.is_cpu()) measure(*reference, "float32", linear_bytes);
+  {
+    auto bf16 = std::make_shared<model::CausalLM>(
+        config, at::TensorOptions(at::kBFloat16).device(device));
+    auto target = bf16->named_parameters();
+    for (const auto& item : reference->named_parameters())
+      target[item.key()].set_data(item.value().to(device, at::kBFloat16));
+    measure(*bf16, "bf16", linear_bytes / 2);
+  }
+  for (int bits : {4, 3, 2}) {
+    quant::QuantSpec spec;
+    spec.bits = bits;
+    spec.group_size = 128;
+    std::map<std::string, quant::QuantizedWeight> layers_q;
+    for (const auto& slot : reference->linear_layers())
+      layers_q[slot.name] = quant::rtn_quantize((*slot.layer)->effective_weight(), spec);
+    const auto dir = work / fmt::format("w{}", bits);
+    quant::GptqExportOptions options;
+    options.round_scales_to_fp16 = true;  // RTN's float32 scales, stored as GPTQ's float16
+    options.allow_v1_zero_wrap = true;
+    options.method = "rtn";
+    quant::export_gptq_checkpoint(*reference, layers_q, spec, dir, options);
+    auto packed = quant::load_model(
+        dir, model::LoadOptions{device.is_cpu() ? at::kFloat : at::kBFloat16, device});
+    double bytes = 0;
+    for (const auto& slot : packed->linear_layers())
+      if (auto p = std::dynamic_pointer_cast<quant::PackedGptqLinear>(*slot.layer))
+        bytes += static_cast<double>(p->compute_bytes());
+    measure(*packed, fmt::format("GPTQ W{} packed", bits), bytes);
+  }
+  return rows;
+}
+
+// CUDA: the packed GEMV at batch 1 on (size x size) layers, bandwidth achieved = bytes the kernel
+// must read (codes, scales, zeros, x) / time, against `peak_gbps`; and the bf16 dense GEMV's.
+void cuda_bandwidth(double peak_gbps, int repeats) {
+  const at::Device cuda(at::kCUDA);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  std::cout << fmt::format("{:<26}{:>12}{:>12}{:>14}{:>10}\n", "layer", "MiB read", "us/call",
+                           "GB/s", "of peak");
+  for (int64_t size : {4096, 8192}) {
+    const at::Tensor w = at::randn({size, size}, gen) / std::sqrt(static_cast<double>(size));
+    const auto report = [&](const std::string& name, double bytes, const std::function<void()>& fn) {
+      const double s = best_seconds(
+          [&] {
+            fn();
+            torch::cuda::synchronize();
+          },
+          20, repeats);
+      const double gbps = bytes / s / 1e9;
+      std::cout << fmt::format("{:<26}{:>12.1f}{:>12.1f}{:>14.1f}{:>9.0f}%\n", name,
+                               bytes / (1 << 20), s * 1e6, gbps,
+                               peak_gbps > 0 ? 100 * gbps / peak_gbps : 0.0);
+    };
+    const at::Tensor x = at::randn({1, size}, gen).to(cuda);
+    const at::Tensor dense = w.to(cuda, at::kBFloat16);
+    const at::Tensor xb = x.to(at::kBFloat16);
+    report(fmt::format("bf16 dense {}x{}", size, size), static_cast<double>(size * size * 2),
+           [&] { (void)at::linear(xb, dense); });
+    for (int bits : {4, 2}) {
+      const ops::LowBitWeight packed = quantize_rtn(w, bits, 128).to(cuda);
+      report(fmt::format("packed W{} g128 {}x{}", bits, size, size),
+             static_cast<double>(packed.bytes() + size * 4),
+             [&] { (void)ops::low_bit_matmul(x, packed); });
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rqat packed low-bit decode benchmark"};
+  int64_t size = 4096, hidden = 512, tiny_layers = 8, vocab = 4096;
+  int layers = 4, repeats = 3, threads = 0;
+  double peak_gbps = 0;
+  std::string device_name = "cpu";
+  app.add_option("--size", size, "Square layer size of part 1")->capture_default_str();
+  app.add_option("--layers", layers, "Layers in the stack of part 1")->capture_default_str();
+  app.add_option("--hidden", hidden, "Hidden size of the model of part 2")->capture_default_str();
+  app.add_option("--tiny-layers", tiny_layers, "Layers of that model")->capture_default_str();
+  app.add_option("--vocab", vocab, "Its vocabulary")->capture_default_str();
+  app.add_option("--repeats", repeats, "Timed repeats (best kept)")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: all)")->capture_default_str();
+  app.add_option("--device", device_name,
+                 "cpu (parts 1 and 2) or cuda (GEMV bandwidth, then part 2 on the GPU; e.g. "
+                 "--hidden 1024 --tiny-layers 28 --vocab 151936 for Qwen3-0.6B's shape)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--peak-gbps", peak_gbps, "CUDA: the GPU's peak memory bandwidth (GB/s)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (threads > 0) at::set_num_threads(threads);
+    c10::InferenceMode guard;
+    const auto work = std::filesystem::temp_directory_path() /
+                      fmt::format("rqat_bench_low_bit_{}", ::getpid());
+    int status = 0;
+    if (device_name == "cuda") {
+      if (!torch::cuda::is_available()) rqat::fail("--device cuda: no CUDA device");
+      std::cout << "1. packed GEMV at batch 1 (CUDA): bandwidth achieved\n";
+      cuda_bandwidth(peak_gbps, repeats);
+    } else {
+      std::cout << fmt::format(
+          "{} threads\n\n1. {} layers of {} x {}: y = x W^T through the stack\n",
+          at::get_num_threads(), layers, size, size);
+      const std::vector<Row> stack = layer_stack(size, layers, repeats);
+      print_rows(stack, "MiB");
+      const double w4 = stack[2].tokens_per_second[0] / stack[0].tokens_per_second[0];
+      std::cout << fmt::format("packed W4 at batch 1: {:.2f}x float32 (target >= 2x): {}\n", w4,
+                               w4 >= 2 ? "ok" : "MISSED");
+      status = w4 >= 2 ? 0 : 1;
+    }
+    std::cout << fmt::format(
+        "\n2. Qwen3-shaped model, hidden {}, {} layers, vocab {} ({}): greedy decode, 32 tokens "
+        "per sequence\n",
+        hidden, tiny_layers, vocab, device_name);
+    const std::vector<Row> tiny =
+        tiny_model(hidden, tiny_layers, vocab, work, c10::Device(device_name));
+    print_rows(tiny, "MiB linear");
+    std::filesystem::remove_all(work);
+    return status;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_low_bit: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,121 @@
+// See low_bit_matmul.h. Shapes and devices are checked here; the kernels take raw pointers.
+#include "ops/low_bit_matmul.h"
+
+#include <ATen/ATen.h>
+
+#include "io/error.h"
+#include "ops/low_bit_matmul_kernel.h"
+
+#ifdef RQAT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/low_bit_gemv.cuh"
+#endif
+
+namespace rqat::ops {
+namespace {
+
+void check_input(const at::Tensor& x, const LowBitWeight& w) {
+  if (!x.defined() || x.dim() < 1 || x.size(-1) != w.in_features)
+    fail("low_bit_matmul: the input's last dimension must be in_features = {}", w.in_features);
+  if (!x.is_floating_point()) fail("low_bit_matmul: the input must be a float tensor");
+  if (x.device() != w.codes.device())
+    fail("low_bit_matmul: the input is on {}, the weight on {}", x.device().str(),
+         w.codes.device().str());
+}
+
+std::vector<int64_t> output_shape(const at::Tensor& x, const LowBitWeight& w) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.out_features;
+  return shape;
+}
+
+// x as (rows, in) in kernel column order.
+at::Tensor kernel_columns(const at::Tensor& x, const LowBitWeight& w) {
+  const at::Tensor rows = x.reshape({-1, w.in_features});
+  return w.input_order.defined() ? rows.index_select(1, w.input_order) : rows;
+}
+
+// Each group's columns zero-padded to whole blocks of 32, as the kernels read them:
+// (rows, groups * blocks_per_group * 32) float32.
+at::Tensor padded_groups(const at::Tensor& x, const LowBitWeight& w) {
+  const int64_t rows = x.size(0), groups = w.groups(), width = w.blocks_per_group() * 32;
+  const at::Tensor xf = x.to(at::kFloat);
+  if (width == w.group_size && groups * width == w.in_features) return xf.contiguous();
+  at::Tensor out = at::zeros({rows, groups, width}, xf.options());
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t first = g * w.group_size;
+    const int64_t length = std::min(w.group_size, w.in_features - first);
+    out.select(1, g).narrow(1, 0, length).copy_(xf.narrow(1, first, length));
+  }
+  return out.view({rows, groups * width});
+}
+
+// Each group's sum of x: (rows, groups) float32.
+at::Tensor group_sums(const at::Tensor& padded, const LowBitWeight& w) {
+  return padded.view({padded.size(0), w.groups(), w.blocks_per_group() * 32}).sum(-1);
+}
+
+}  // namespace
+
+at::Tensor low_bit_matmul_ref(const at::Tensor& x, const LowBitWeight& w) {
+  check_input(x, w);
+  const at::Tensor weight = dequantize_low_bit(w).to(x.device());
+  return at::matmul(x.to(at::kFloat), weight.t()).to(x.scalar_type());
+}
+
+at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& w) {
+  check_input(x, w);
+  if (!x.device().is_cpu()) fail("low_bit_matmul_cpu_kernel: the input is on {}", x.device().str());
+  const at::Tensor padded = padded_groups(kernel_columns(x, w), w);
+  const at::Tensor sums = group_sums(padded, w).contiguous();
+  const at::Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous(),
+                   zeros = w.zeros.contiguous();
+  at::Tensor y = at::empty({padded.size(0), w.out_features}, at::kFloat);
+  LowBitKernelArgs args;
+  args.x = padded.data_ptr<float>();
+  args.xsum = sums.data_ptr<float>();
+  args.batch = padded.size(0);
+  args.x_stride = padded.size(1);
+  args.codes = reinterpret_cast<const uint32_t*>(codes.data_ptr<int32_t>());
+  args.scales = scales.data_ptr<float>();
+  args.zeros = zeros.data_ptr<float>();
+  args.out = w.out_features;
+  args.groups = w.groups();
+  args.blocks_per_group = w.blocks_per_group();
+  args.words_per_row = w.words_per_row();
+  args.bits = w.bits;
+  args.y = y.data_ptr<float>();
+  if (args.batch > 0) low_bit_matmul_cpu(args);
+  return y.view(output_shape(x, w)).to(x.scalar_type());
+}
+
+at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
+  check_input(x, w);
+  const int64_t rows = x.numel() / w.in_features;
+  if (x.device().is_cpu() && rows <= kLowBitKernelRows) return low_bit_matmul_cpu_kernel(x, w);
+#ifdef RQAT_WITH_CUDA
+  if (x.is_cuda() && rows <= cuda::kLowBitGemvMaxRows) {
+    const at::Tensor padded = padded_groups(kernel_columns(x, w), w);
+    const at::Tensor sums = group_sums(padded, w).contiguous();
+    at::Tensor y = at::empty({rows, w.out_features}, padded.options());
+    const at::Tensor codes = w.codes.contiguous();
+    const int err = cuda::launch_low_bit_gemv(
+        padded.data_ptr<float>(), sums.data_ptr<float>(), rows, padded.size(1),
+        reinterpret_cast<const uint32_t*>(codes.data_ptr<int32_t>()),
+        w.scales.contiguous().data_ptr<float>(), w.zeros.contiguous().data_ptr<float>(),
+        w.out_features, w.groups(), w.blocks_per_group(), w.words_per_row(), w.bits,
+        y.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
+    if (err != 0)
+      fail("low_bit_matmul: CUDA kernel failed: {}",
+           cudaGetErrorString(static_cast<cudaError_t>(err)));
+    return y.view(output_shape(x, w)).to(x.scalar_type());
+  }
+#endif
+  // Many rows (prefill) or no kernel for the device: dequantize once, then a dense matmul in the
+  // input's dtype.
+  const at::Tensor weight = dequantize_low_bit(w).to(x.device(), x.scalar_type());
+  return at::matmul(x, weight.t());
+}
+
+}  // namespace rqat::ops

@@ -1,0 +1,187 @@
+// See low_bit_matmul_kernel.h. Each task owns a range of output rows; for each row it walks the
+// groups, and in each group the blocks of 32 codes: two halves of 16 codes, each turned into a
+// 16-lane float vector by lane-wise shifts of the word(s) that hold them (no table, no scalar
+// unpacking), then multiplied with up to 8 rows of x at once. So the codes of a weight row are
+// read once per tile of 8 rows of x, which is what makes decode (batch 1-16) bandwidth-bound on the
+// packed bytes instead of on a float32 weight 8x (W4) to 16x (W2) larger. The per-group scale and
+// zero are applied once per group to the lane sums (zero times the group's precomputed sum of x).
+// As the attention kernels, the task function is compiled for AVX-512, AVX2+FMA and the baseline
+// (GCC target clones) and the loader picks the one the CPU runs.
+// The 64-byte lane type only ever lives in registers of always-inlined helpers (as in the attention
+// kernels), so the calling convention GCC warns about never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "ops/low_bit_matmul_kernel.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/vector_lanes.h"
+
+#define RQAT_INLINE inline __attribute__((always_inline))
+
+namespace rqat::ops {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int kTile = 8;  // rows of x per pass over a weight row
+using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Words = uint32_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+RQAT_INLINE float lane_sum(Floats v) { return lane_sum16(v); }
+
+// Codes 16*half .. 16*half + 15 of the block of 32 at `w` (see low_bit_weight.h).
+// 2, 3 and 4 bits: each lane's code as a table index (only its low 4 bits count, see lookup()).
+// 8 bits: the codes as floats.
+template <int Bits>
+RQAT_INLINE Words code_indices(const uint32_t* w, int half) {
+  // Every lane gets the word that holds its code by a broadcast, then its own shift.
+  if constexpr (Bits == 2) {
+    const Words shifts = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+    return (Words{} + w[half]) >> shifts;  // bits 2-3 hold the next code: the table repeats
+  } else if constexpr (Bits == 3) {
+    const Words low_shifts = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+    const Words high_shifts = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const Words low = ((Words{} + w[half]) >> low_shifts) & 3u;
+    const Words high = ((Words{} + (w[2] >> (16 * half))) >> high_shifts) & 1u;
+    return low | (high << 2);
+  } else {
+    static_assert(Bits == 4);
+    // Words 2h (even codes) and 2h+1 (odd codes) broadcast as one 64-bit value: lane j holds
+    // word 2h + j%2, whose field j/2 is code j.
+    using Pairs = uint64_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+    uint64_t pair;
+    std::memcpy(&pair, w + 2 * half, sizeof pair);
+    const Words words = reinterpret_cast<Words>(Pairs{} + pair);
+    const Words shifts = {0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28};
+    return words >> shifts;  // higher bits hold other codes: the lookup takes the low 4
+  }
+}
+
+RQAT_INLINE Floats bytes_to_floats(const uint32_t* w, int half) {
+  using Bytes = uint8_t __attribute__((vector_size(16)));
+  Bytes bytes;  // 8 bits: the 16 bytes of the half-block are its 16 codes, in order
+  std::memcpy(&bytes, w + 4 * half, sizeof bytes);
+  return __builtin_convertvector(bytes, Floats);
+}
+
+// The dequantized values of one row's group, (c - zero) * scale for every code c (repeated to 16
+// lanes for 2 and 3 bits), so a lane's weight is one permute of its index (vpermps on AVX-512:
+// index taken modulo 16), exactly the reference's float32 (code - zero) * scale.
+template <int Bits>
+RQAT_INLINE Floats dequantized_table(float scale, float zero) {
+  const Floats iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  constexpr unsigned kMask = (1u << Bits) - 1;
+  const Floats codes = __builtin_convertvector(__builtin_convertvector(iota, Words) & kMask, Floats);
+  return (codes - zero) * scale;
+}
+
+RQAT_INLINE Floats lookup(Floats table, Words indices) {
+  return __builtin_shuffle(table, reinterpret_cast<Ints>(indices));
+}
+
+// One block of 32 codes against the same 32 columns of Rows rows of x: the first half-block into
+// `lo`, the second into `hi`. 2-4 bits add dequantized weights (table); 8 bits add the codes
+// (scale and zero applied per group by the caller).
+template <int Bits, int Rows>
+RQAT_INLINE void block_dot(const uint32_t* block, Floats table, const float* x, int64_t x_stride,
+                           Floats (&lo)[Rows], Floats (&hi)[Rows]) {
+  for (int half = 0; half < 2; ++half) {
+    Floats weights;
+    if constexpr (Bits == 8)
+      weights = bytes_to_floats(block, half);
+    else
+      weights = lookup(table, code_indices<Bits>(block, half));
+    Floats(&acc)[Rows] = half == 0 ? lo : hi;
+    for (int r = 0; r < Rows; ++r) acc[r] += weights * load_lanes<Floats>(x + r * x_stride + 16 * half);
+  }
+}
+
+// Output rows [begin, end) for rows [b0, b0 + Rows) of x. With few rows of x, two blocks at a time
+// into four accumulator sets, so the multiply-adds of a row do not wait on each other's latency;
+// with more rows, the rows give that independence (and four sets would not fit the registers).
+template <int Bits, int Rows>
+RQAT_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end, int64_t b0) {
+  constexpr bool kFourSets = Rows <= 2;
+  const int64_t group_width = a.blocks_per_group * 32;
+  for (int64_t o = begin; o < end; ++o) {
+    const uint32_t* row_codes = a.codes + o * a.words_per_row;
+    float total[Rows] = {};
+    for (int64_t g = 0; g < a.groups; ++g) {
+      const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
+      Floats table{};
+      if constexpr (Bits != 8) table = dequantized_table<Bits>(scale, zero);
+      Floats acc0[Rows], acc1[Rows], acc2[Rows], acc3[Rows];
+      for (int r = 0; r < Rows; ++r) acc0[r] = acc1[r] = acc2[r] = acc3[r] = Floats{};
+      const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
+      const float* xg = a.x + b0 * a.x_stride + g * group_width;
+      int64_t k = 0;
+      if constexpr (kFourSets) {
+        for (; k + 2 <= a.blocks_per_group; k += 2) {
+          block_dot<Bits, Rows>(block + k * Bits, table, xg + k * 32, a.x_stride, acc0, acc1);
+          block_dot<Bits, Rows>(block + (k + 1) * Bits, table, xg + k * 32 + 32, a.x_stride,
+                                acc2, acc3);
+        }
+      }
+      for (; k < a.blocks_per_group; ++k)
+        block_dot<Bits, Rows>(block + k * Bits, table, xg + k * 32, a.x_stride, acc0, acc1);
+      for (int r = 0; r < Rows; ++r) {
+        const Floats sum =
+            kFourSets ? (acc0[r] + acc1[r]) + (acc2[r] + acc3[r]) : acc0[r] + acc1[r];
+        if constexpr (Bits == 8)
+          total[r] += scale * (lane_sum(sum) - zero * a.xsum[(b0 + r) * a.groups + g]);
+        else
+          total[r] += lane_sum(sum);
+      }
+    }
+    for (int r = 0; r < Rows; ++r) a.y[(b0 + r) * a.out + o] = total[r];
+  }
+}
+
+template <int Bits>
+RQAT_INLINE void rows_task(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
+  int64_t b0 = 0;
+  for (; b0 + kTile <= a.batch; b0 += kTile) rows_tile<Bits, kTile>(a, begin, end, b0);
+  switch (a.batch - b0) {  // the last rows, with a tile of their own size (no wasted lanes)
+    case 7: return rows_tile<Bits, 7>(a, begin, end, b0);
+    case 6: return rows_tile<Bits, 6>(a, begin, end, b0);
+    case 5: return rows_tile<Bits, 5>(a, begin, end, b0);
+    case 4: return rows_tile<Bits, 4>(a, begin, end, b0);
+    case 3: return rows_tile<Bits, 3>(a, begin, end, b0);
+    case 2: return rows_tile<Bits, 2>(a, begin, end, b0);
+    case 1: return rows_tile<Bits, 1>(a, begin, end, b0);
+    default: return;
+  }
+}
+
+// One clone set per width (target_clones does not apply to templates).
+RQAT_CPU_CLONES void rows_task_2(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
+  rows_task<2>(a, begin, end);
+}
+RQAT_CPU_CLONES void rows_task_3(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
+  rows_task<3>(a, begin, end);
+}
+RQAT_CPU_CLONES void rows_task_4(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
+  rows_task<4>(a, begin, end);
+}
+RQAT_CPU_CLONES void rows_task_8(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
+  rows_task<8>(a, begin, end);
+}
+
+}  // namespace
+
+void low_bit_matmul_cpu(const LowBitKernelArgs& args) {
+  // A grain that gives every thread several chunks of rows: weight rows are independent.
+  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, args.out / 64));
+  at::parallel_for(0, args.out, grain, [&](int64_t begin, int64_t end) {
+    switch (args.bits) {
+      case 2: return rows_task_2(args, begin, end);
+      case 3: return rows_task_3(args, begin, end);
+      case 4: return rows_task_4(args, begin, end);
+      default: return rows_task_8(args, begin, end);
+    }
+  });
+}
+
+}  // namespace rqat::ops

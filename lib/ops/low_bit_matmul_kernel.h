@@ -1,0 +1,27 @@
+// The CPU kernel of low_bit_matmul (ops/low_bit_matmul.h): y = x W^T for up to a few dozen rows
+// of x, reading the packed codes of ops/low_bit_weight.h once per tile of 8 rows.
+#pragma once
+
+#include <cstdint>
+
+namespace rqat::ops {
+
+struct LowBitKernelArgs {
+  // x in kernel column order, each group zero-padded to whole blocks of 32: (batch, x_stride)
+  // with x_stride = groups * blocks_per_group * 32; xsum (batch, groups): each group's sum of x.
+  const float* x = nullptr;
+  const float* xsum = nullptr;
+  int64_t batch = 0, x_stride = 0;
+  const uint32_t* codes = nullptr;  // (out, words_per_row)
+  const float* scales = nullptr;    // (out, groups)
+  const float* zeros = nullptr;     // (out, groups)
+  int64_t out = 0, groups = 0, blocks_per_group = 0, words_per_row = 0;
+  int bits = 4;
+  float* y = nullptr;  // (batch, out)
+};
+
+// Dequantizes in registers, 16 codes at a time, with float32 accumulation; OpenMP (ATen's
+// parallel_for) over output rows. Per group: scale * (sum_j x_j code_j - zero * sum_j x_j).
+void low_bit_matmul_cpu(const LowBitKernelArgs& args);
+
+}  // namespace rqat::ops
