@@ -99,13 +99,14 @@ at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
     const at::Tensor padded = padded_groups(kernel_columns(x, w), w);
     const at::Tensor sums = group_sums(padded, w).contiguous();
     at::Tensor y = at::empty({rows, w.out_features}, padded.options());
-    const at::Tensor codes = w.codes.contiguous();
+    // Named, so that no operand is a temporary freed before the asynchronous kernel reads it.
+    const at::Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous(),
+                     zeros = w.zeros.contiguous();
     const int err = cuda::launch_low_bit_gemv(
         padded.data_ptr<float>(), sums.data_ptr<float>(), rows, padded.size(1),
-        reinterpret_cast<const uint32_t*>(codes.data_ptr<int32_t>()),
-        w.scales.contiguous().data_ptr<float>(), w.zeros.contiguous().data_ptr<float>(),
-        w.out_features, w.groups(), w.blocks_per_group(), w.words_per_row(), w.bits,
-        y.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
+        reinterpret_cast<const uint32_t*>(codes.data_ptr<int32_t>()), scales.data_ptr<float>(),
+        zeros.data_ptr<float>(), w.out_features, w.groups(), w.blocks_per_group(),
+        w.words_per_row(), w.bits, y.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
     if (err != 0)
       fail("low_bit_matmul: CUDA kernel failed: {}",
            cudaGetErrorString(static_cast<cudaError_t>(err)));
