@@ -17,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/lora_model.h"
 #include "train/qat_model.h"
+#include "train/sharded_parameters.h"
 
 namespace rqat::tools {
 // A tool wires concerns together; the names of the ones it is mostly made of read unqualified.

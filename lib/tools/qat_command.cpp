@@ -17,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/ptq_command.h"
 #include "train/qat_model.h"
+#include "train/sharded_parameters.h"
 #include "train/student_loss.h"
 #include "train/token_nll.h"
 

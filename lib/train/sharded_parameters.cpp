@@ -1,7 +1,6 @@
 #include "train/sharded_parameters.h"
 
 #include <ATen/ATen.h>
-#include <fmt/format.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <map>
 
 #include "io/error.h"
+#include "model/decoder.h"
 
 namespace rqat::train {
 namespace {
@@ -36,23 +36,7 @@ int64_t tensor_bytes(const at::Tensor& t) {
   return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
 }
 
-std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
-
 }  // namespace
-
-io::Json state_bytes_json(const StateBytes& b) {
-  return {{"weights", b.weights},
-          {"gradients", b.gradients},
-          {"master", b.master},
-          {"moments", b.moments},
-          {"total", b.total()}};
-}
-
-std::string format_state_bytes(const StateBytes& b) {
-  return fmt::format("weights {}, gradients {}, master weights {}, AdamW moments {}; total {}",
-                     mib(b.weights), mib(b.gradients), mib(b.master), mib(b.moments),
-                     mib(b.total()));
-}
 
 void use_compute_dtype(model::CausalLM& model, at::ScalarType dtype) {
   torch::NoGradGuard no_grad;

@@ -30,26 +30,19 @@
 #include <string>
 #include <vector>
 
-#include "io/json_file.h"
 #include "io/safetensors.h"
-#include "model/decoder.h"
 #include "model/layer_scope.h"
 #include "train/distributed.h"
 #include "train/shard_mode.h"
+#include "train/state_bytes.h"
 #include "train/training_optimizer.h"
+
+namespace rqat::model {
+class CausalLM;
+}
 
 namespace rqat::train {
 
-// Per-rank bytes of training state, by kind (tensor bytes, not allocator reservations).
-struct StateBytes {
-  int64_t weights = 0;    // the module's parameters (compute copies)
-  int64_t gradients = 0;  // the module's .grad tensors and the fp32 gradient slices
-  int64_t master = 0;     // fp32 master slices (sharded modes)
-  int64_t moments = 0;    // AdamW exp_avg and exp_avg_sq
-  int64_t total() const { return weights + gradients + master + moments; }
-};
-io::Json state_bytes_json(const StateBytes& bytes);
-std::string format_state_bytes(const StateBytes& bytes);  // "weights 1.2 MiB, gradients ..."
 
 // A model computing in `dtype` (bf16 compute copies): its frozen floating-point parameters are cast
 // now, its trainable ones by ShardedParameters::shard_from_module (their masters stay fp32), and

@@ -31,7 +31,7 @@
 #include "train/distributed.h"
 #include "train/lr_schedule.h"
 #include "train/shard_mode.h"
-#include "train/sharded_parameters.h"
+#include "train/state_bytes.h"
 #include "train/step_metrics_log.h"
 #include "train/training_optimizer.h"
 
