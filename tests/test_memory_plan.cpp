@@ -210,6 +210,11 @@ TEST_CASE("each shard mode's lines equal their closed forms") {
                          std::max(p.kv_cache + p.rollout_weights, p.activations + p.transient));
     in.shard = ShardMode::kGradients;
     CHECK(rqat::train::plan_memory(in).rollout_weights == 0);  // the layers are resident
+    // Unsharded grpo keeps a float32 policy next to a bf16 reference.
+    in.shard = ShardMode::kNone;
+    in.compute_bytes = 4;
+    in.frozen_bytes = 2;
+    CHECK(rqat::train::plan_memory(in).frozen_weights == (2 * teacher_layer + teacher_root) * 2);
   }
 
   SECTION("LoRA trains the adapters; the frozen base is not sharded") {

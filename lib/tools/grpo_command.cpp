@@ -221,13 +221,13 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
     reference = load_policy(o, device).model;  // the policy as it starts, frozen
     for (auto& p : reference->parameters()) p.requires_grad_(false);
   }
-  // Sharded runs with --dtype bf16 compute (rollouts, reference, training forwards) in bf16 copies
-  // of fp32 masters; unsharded runs stay in float32.
+  // Sharded runs with --dtype bf16 compute (rollouts, training forwards) in bf16 copies of fp32
+  // masters; unsharded runs keep the policy in float32.
   const ShardOptions shard = shard_options(o.trainer.shard, *comm, o.dtype == at::kBFloat16);
-  if (shard.compute_dtype != at::kFloat) {
-    use_compute_dtype(*policy.model, shard.compute_dtype);
-    if (reference) use_compute_dtype(*reference, shard.compute_dtype);
-  }
+  if (shard.compute_dtype != at::kFloat) use_compute_dtype(*policy.model, shard.compute_dtype);
+  // The frozen reference computes in bf16 with --dtype bf16 (the default on CUDA) in every mode:
+  // half the memory of a float32 copy; its log-probabilities are float32 all the same.
+  if (reference && o.dtype == at::kBFloat16) use_compute_dtype(*reference, at::kBFloat16);
   TrainingOptimizer optimizer(trainable_parameters(*policy.model), o.trainer.adamw, shard);
   if (auto* scope = optimizer.layer_scope()) policy.model->set_layer_scope(scope);
   if (reference)

@@ -53,8 +53,10 @@ train::MemoryPlanInput memory_plan_input(const PlanMemoryOptions& o) {
   in.world_size = o.world_size;
   in.shard = o.shard;
   in.compute_bytes = compute_bytes(o.dtype);
-  // grpo computes in bf16 copies only when sharded; unsharded it keeps float32 weights, rollouts
-  // and reference (lib/tools/grpo_command.cpp).
+  // The teacher (bf16 on CUDA) and grpo's reference follow --dtype in every mode.
+  in.frozen_bytes = in.compute_bytes;
+  // grpo computes in bf16 copies only when sharded; unsharded it keeps float32 weights and
+  // rollouts (lib/tools/grpo_command.cpp).
   if (o.tool == PlanTool::kGrpo && o.shard == train::ShardMode::kNone) in.compute_bytes = 4;
   in.activation_checkpointing = o.activation_checkpointing;
   check_range(o.micro_batch_size, 0, kMaxCount, "--micro-batch-size");

@@ -156,6 +156,7 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
 
   const model::ModelConfig& cfg = in.model;
   const int64_t c = in.compute_bytes, w = in.world_size;
+  const int64_t cf = in.frozen_bytes > 0 ? in.frozen_bytes : c;  // teacher/reference dtype
   MemoryPlan p;
   const ParameterCounts base = count_parameters(cfg);
   if (in.lora) {
@@ -200,8 +201,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
     // policy's and gathered one at a time.
     p.frozen = count_parameters(*in.frozen);
     p.frozen_weights = in.shard == ShardMode::kParameters
-                           ? (p.frozen.root + ceil_div(p.frozen.layers, w)) * c
-                           : p.frozen.total * c;
+                           ? (p.frozen.root + ceil_div(p.frozen.layers, w)) * cf
+                           : p.frozen.total * cf;
   }
 
   if (in.rollouts) {
@@ -228,7 +229,7 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   if (in.shard == ShardMode::kParameters) {
     // One gathered layer and its compute-dtype gradients before they are scattered; the frozen
     // model gathers one of its layers the same way.
-    p.transient = 2 * l_max * c + (in.frozen ? p.frozen.largest_layer * c : 0);
+    p.transient = 2 * l_max * c + (in.frozen ? p.frozen.largest_layer * cf : 0);
   } else if (in.shard == ShardMode::kNone && c == 2) {
     // bf16 autocast caches a bf16 copy of every trainable float32 weight for the step.
     p.transient = t * 2;

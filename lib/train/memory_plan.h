@@ -72,6 +72,7 @@ struct MemoryPlanInput {
   bool activation_checkpointing = false;  // forced on by --shard gradients and parameters
   bool fake_quant = false;  // QAT: each linear's fake-quantized weight is saved for backward
   std::optional<model::ModelConfig> frozen;  // qat-kd's teacher or grpo's reference policy
+  int64_t frozen_bytes = 0;  // the frozen model's dtype bytes (0: compute_bytes)
   bool frozen_logits = false;                // qat-kd: the teacher's logits of each micro-batch
   std::optional<RolloutShape> rollouts;      // grpo
 };

@@ -28,9 +28,10 @@ std::vector<Row> rows(const MemoryPlan& p, const MemoryPlanInput& in) {
                           : in.shard == ShardMode::kOptimizer
                               ? fmt::format("T x {} + T x 4 / W (float32 slice)", c)
                               : fmt::format("R_T x {} + T x 4 / W (layers scattered)", c);
+  const int64_t cf = in.frozen_bytes > 0 ? in.frozen_bytes : c;
   std::string frozen = !in.frozen ? "none"
-                       : full     ? fmt::format("(root + layers / W) x {}", c)
-                                  : fmt::format("{} parameters x {}", p.frozen.total, c);
+                       : full     ? fmt::format("(root + layers / W) x {}", cf)
+                                  : fmt::format("{} parameters x {}", p.frozen.total, cf);
   std::string kv = "no rollouts";
   if (in.rollouts)
     kv = fmt::format("{} x {} sequences x {} tokens x {} layers x 2 x {} x {} x {}",

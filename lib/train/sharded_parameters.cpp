@@ -40,14 +40,16 @@ int64_t tensor_bytes(const at::Tensor& t) {
 
 void use_compute_dtype(model::CausalLM& model, at::ScalarType dtype) {
   torch::NoGradGuard no_grad;
-  // Frozen model weights (a QLoRA base, frozen embeddings) join the compute dtype. Frozen
-  // quantizer parameters (scales, zeros, clipping logits) keep float32: the exported codes are
-  // made from them, and FakeQuantLinear casts its grid to the weight's dtype when it computes.
+  // Frozen weights (a QLoRA base, frozen embeddings, a reference policy's adapters) join the
+  // compute dtype. Frozen quantizer parameters (scales, zeros, clipping logits) keep float32: the
+  // exported codes are made from them, and FakeQuantLinear casts its grid to the weight's dtype
+  // when it computes.
   for (auto& item : model.named_parameters(/*recurse=*/true)) {
     at::Tensor p = item.value();
     const std::string& name = item.key();
-    const bool model_weight = name.ends_with(".weight") || name.ends_with(".bias");
-    if (!p.requires_grad() && model_weight && p.is_floating_point() && p.scalar_type() != dtype)
+    const bool quantizer = name.ends_with(".scales") || name.ends_with(".zeros") ||
+                           name.ends_with(".clip_gamma") || name.ends_with(".clip_beta");
+    if (!p.requires_grad() && !quantizer && p.is_floating_point() && p.scalar_type() != dtype)
       p.set_data(p.to(dtype));
   }
   model.set_compute_dtype(dtype);

@@ -244,9 +244,11 @@ def test_grpo_shard_mode_matches_unsharded(toy, tmp_path, mode):
         assert dw == 0
 
 
-def test_grpo_bf16_sharded_runs_and_writes_fp32(toy, tmp_path):
+@pytest.mark.parametrize("mode", ["parameters", "none"])
+def test_grpo_bf16_runs_and_writes_fp32(toy, tmp_path, mode):
+    # --dtype bf16: the reference policy in bf16 in every mode; sharded, the policy's compute copies too.
     out = tmp_path / "bf16"
-    launch(grpo_args(toy, out, "--shard", "parameters", "--dtype", "bf16", steps=3), world=2)
+    launch(grpo_args(toy, out, "--shard", mode, "--dtype", "bf16", steps=3), world=2)
     rows = train_rows(out)
     assert sorted(rows) == [1, 2, 3] and all(r["loss"] == r["loss"] for r in rows.values())
     weights = load_file(str(out / "model.safetensors"))
