@@ -1,12 +1,14 @@
 // See low_bit_matmul_kernel.h. Each task owns a range of output rows; for each row it walks the
-// groups, and in each group the blocks of 32 codes: two halves of 16 codes, each turned into a
-// 16-lane float vector by lane-wise shifts of the word(s) that hold them (no table, no scalar
-// unpacking), then multiplied with up to 8 rows of x at once. So the codes of a weight row are
-// read once per tile of 8 rows of x, which is what makes decode (batch 1-16) bandwidth-bound on the
-// packed bytes instead of on a float32 weight 8x (W4) to 16x (W2) larger. The per-group scale and
-// zero are applied once per group to the lane sums (zero times the group's precomputed sum of x).
-// As the attention kernels, the task function is compiled for AVX-512, AVX2+FMA and the baseline
-// (GCC target clones) and the loader picks the one the CPU runs.
+// groups, and in each group the blocks of 32 codes, 16 codes at a time: one broadcast of the
+// word(s) that hold them and one lane-wise shift put each code in the low bits of its lane, and
+// one permute of a 16-entry table of the group's dequantized values ((code - zero) * scale, made
+// once per row and group) turns the codes into weights (no scalar unpacking, no int-to-float
+// conversion: the shift, the permute and the multiply-add are the whole decode). The weights are
+// multiplied with up to 8 rows of x at once, so the codes of a weight row are read once per tile
+// of 8 rows. 8-bit codes (256 values, no table) are converted from bytes instead, and their scale
+// and zero applied per group to the lane sums (zero times the group's precomputed sum of x). As the
+// attention kernels, the task functions are compiled for AVX-512, AVX2+FMA and the baseline (GCC
+// target clones) and the loader picks the one the CPU runs.
 // The 64-byte lane type only ever lives in registers of always-inlined helpers (as in the attention
 // kernels), so the calling convention GCC warns about never applies.
 #pragma GCC diagnostic ignored "-Wpsabi"

@@ -20,8 +20,9 @@ struct LowBitKernelArgs {
   float* y = nullptr;  // (batch, out)
 };
 
-// Dequantizes in registers, 16 codes at a time, with float32 accumulation; OpenMP (ATen's
-// parallel_for) over output rows. Per group: scale * (sum_j x_j code_j - zero * sum_j x_j).
+// Dequantizes in registers, 16 codes at a time (2-4 bits: a table of the group's (code - zero) *
+// scale; 8 bits: scale * (sum_j x_j code_j - zero * sum_j x_j) per group), float32 accumulation;
+// OpenMP (ATen's parallel_for) over output rows.
 void low_bit_matmul_cpu(const LowBitKernelArgs& args);
 
 }  // namespace rqat::ops
