@@ -5,21 +5,7 @@ set -u
 rqat=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-expect_error() {  # expect_error NEEDLE CMD...: non-zero exit, one line on stderr containing NEEDLE
-  local needle=$1
-  shift
-  local err rc
-  err=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  if [ $rc -eq 0 ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] || [[ "$err" != *"$needle"* ]]; then
-    echo "FAIL: $* -> rc=$rc, stderr: $err"
-    failures=$((failures + 1))
-  else
-    echo "ok: $err"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/cli_expect.sh"
 
 mkdir -p "$tmp/m"
 echo '{"model_type": "qwen3", "hidden_size": 32}' >"$tmp/m/config.json"

@@ -8,23 +8,9 @@ bin=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
 py=python3
-
-# expect_error NEEDLE CMD...: exit status 1 within 60 s, one line on stderr containing NEEDLE.
-expect_error() {
-  local needle=$1
-  shift
-  local err rc
-  err=$(timeout -k 5 60 "$@" 2>&1 >/dev/null)
-  rc=$?
-  if [ $rc -ne 1 ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] || [[ "$err" != *"$needle"* ]]; then
-    echo "FAIL: $* -> rc=$rc (want 1), stderr: ${err:0:400}"
-    failures=$((failures + 1))
-  else
-    echo "ok (exit 1): ${err:0:200}"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/cli_expect.sh"
+expect_rc=1 expect_timeout=60  # every hostile file: exit status 1, never a signal or a hang
 
 # A model directory to spoil one file at a time: the shipped tiny teacher (0.45 MB).
 fresh_model() { rm -rf "$tmp/m" && cp -r "$src/experiments/tiny/teacher" "$tmp/m"; }

@@ -8,25 +8,7 @@ set -u
 rqat=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-expect_error() {  # expect_error NEEDLE CMD...: non-zero exit, one line on stderr containing NEEDLE
-  local needle=$1
-  shift
-  local err rc
-  err=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  if [ $rc -eq 0 ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] || [[ "$err" != *"$needle"* ]]; then
-    fail "$* -> rc=$rc, stderr: $err"
-  else
-    echo "ok: $err"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/cli_expect.sh"
 
 expect_output() {  # expect_output NEEDLE TEXT
   if [[ "$2" != *"$1"* ]]; then fail "expected '$1' in: $2"; else echo "ok: has '$1'"; fi

@@ -26,7 +26,8 @@ std::vector<float> row_values(const at::Tensor& values, const at::Tensor& mask, 
   return {v.data_ptr<float>(), v.data_ptr<float>() + v.numel()};
 }
 
-// Consecutive chunks of at most `micro` rows (0: one chunk) of a minibatch.
+// Consecutive chunks of at most `micro` rows (0: one chunk) of a minibatch; none is empty (an
+// empty minibatch has no chunk).
 std::vector<std::span<const size_t>> micro_chunks(const std::vector<size_t>& minibatch,
                                                   int64_t micro) {
   std::vector<std::span<const size_t>> chunks;
@@ -87,8 +88,7 @@ void GrpoStep::compute_old_and_reference_logprobs(std::vector<Sample>& samples,
   const auto minibatches = split_minibatches(rows, options_.minibatches);
   std::vector<std::span<const size_t>> chunks;
   for (const auto& minibatch : minibatches)
-    for (auto chunk : micro_chunks(minibatch, options_.micro_batch_size))
-      if (!chunk.empty()) chunks.push_back(chunk);
+    for (auto chunk : micro_chunks(minibatch, options_.micro_batch_size)) chunks.push_back(chunk);
   const int64_t passes = pass_count(chunks.size());
   for (int64_t k = 0; k < passes; ++k) {
     if (k >= static_cast<int64_t>(chunks.size())) {  // a lockstep pass, its values unused
@@ -133,9 +133,7 @@ void GrpoStep::run_updates(train::TrainStep& step, std::vector<Sample>& samples,
       const int64_t global_rows = comm_.all_reduce_sum(static_cast<int64_t>(minibatch.size()));
       const int64_t global_tokens = comm_.all_reduce_sum(local_tokens);
       at::Tensor local_loss = torch::zeros({}, f64);
-      std::vector<std::span<const size_t>> chunks;
-      for (auto chunk : micro_chunks(minibatch, options_.micro_batch_size))
-        if (!chunk.empty()) chunks.push_back(chunk);
+      const auto chunks = micro_chunks(minibatch, options_.micro_batch_size);
       const int64_t passes = pass_count(chunks.size());
       for (int64_t k = 0; k < passes; ++k) {
         if (k >= static_cast<int64_t>(chunks.size())) {  // a lockstep pass: zero gradient

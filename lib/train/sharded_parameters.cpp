@@ -77,6 +77,11 @@ ShardedParameters::ShardedParameters(std::vector<NamedParameter> parameters, Com
     bucket.layer = layer;
     bucket.padded = round_up(std::max<int64_t>(bucket.numel, 1), world);
     bucket.shard = bucket.padded / world;
+    if (layer >= 0) {
+      if (static_cast<size_t>(layer) >= bucket_of_layer_.size())
+        bucket_of_layer_.resize(static_cast<size_t>(layer) + 1, -1);
+      bucket_of_layer_[static_cast<size_t>(layer)] = static_cast<int64_t>(buckets_.size());
+    }
     buckets_.push_back(std::move(bucket));
   }
 }
@@ -88,9 +93,10 @@ bool ShardedParameters::lazily_gathered(const Bucket& bucket) const {
 }
 
 ShardedParameters::Bucket* ShardedParameters::layer_bucket(int64_t layer) {
-  for (auto& bucket : buckets_)
-    if (bucket.layer == layer) return &bucket;
-  return nullptr;  // a layer with nothing to shard (e.g. frozen layers of a LoRA model)
+  // Null for a layer with nothing to shard (e.g. frozen layers of a LoRA model).
+  const auto index = static_cast<size_t>(layer);
+  if (layer < 0 || index >= bucket_of_layer_.size() || bucket_of_layer_[index] < 0) return nullptr;
+  return &buckets_[static_cast<size_t>(bucket_of_layer_[index])];
 }
 
 void ShardedParameters::shard_from_module() {
@@ -128,12 +134,7 @@ void ShardedParameters::shard_from_module() {
       for (const auto& m : bucket.members)
         flat.narrow(0, m.offset, m.numel)
             .copy_(m.parameter.tensor.detach().reshape({-1}).to(compute_dtype_));
-      for (auto& m : bucket.members) {
-        at::Tensor p = m.parameter.tensor;
-        p.set_data(flat.narrow(0, m.offset, m.numel).view(m.shape));
-      }
-      bucket.flat = flat;
-      bucket.resident = true;
+      install_views(bucket, flat);
     }
   }
   sharded_ = true;
@@ -145,12 +146,15 @@ void ShardedParameters::gather(Bucket& bucket) {
   at::Tensor flat = at::empty({bucket.padded}, at::TensorOptions(compute_dtype_).device(device));
   const at::Tensor slice = kind_ == Kind::kTrained ? bucket.master.to(compute_dtype_) : bucket.frozen;
   comm_.all_gather(slice, flat);
+  install_views(bucket, flat);
+}
+
+void ShardedParameters::install_views(Bucket& bucket, const at::Tensor& flat) {
   for (auto& m : bucket.members) {
     at::Tensor p = m.parameter.tensor;
     p.set_data(flat.narrow(0, m.offset, m.numel).view(m.shape));
   }
   bucket.flat = flat;
-  bucket.resident = true;
 }
 
 void ShardedParameters::release(Bucket& bucket) {
@@ -160,7 +164,6 @@ void ShardedParameters::release(Bucket& bucket) {
     p.set_data(empty_parameter(p, compute_dtype_));
   }
   bucket.flat = at::Tensor();
-  bucket.resident = false;
 }
 
 void ShardedParameters::reduce_bucket_gradients(Bucket& bucket) {
@@ -181,7 +184,8 @@ void ShardedParameters::reduce_bucket_gradients(Bucket& bucket) {
 
 void ShardedParameters::enter(int64_t layer, model::LayerPass) {
   if (!sharded_ || gathered_all_ || mode_ != ShardMode::kParameters) return;
-  if (Bucket* bucket = layer_bucket(layer); bucket != nullptr && !bucket->resident) gather(*bucket);
+  if (Bucket* bucket = layer_bucket(layer); bucket != nullptr && !bucket->flat.defined())
+    gather(*bucket);
 }
 
 void ShardedParameters::exit(int64_t layer, model::LayerPass pass) {
@@ -215,10 +219,8 @@ double ShardedParameters::clip_grad_norm(double max_norm) {
   at::Tensor local = at::zeros({}, at::TensorOptions(at::kDouble).device(buckets_.front().grad.device()));
   for (const auto& bucket : buckets_) local += bucket.grad.to(at::kDouble).pow(2).sum();
   const double total = std::sqrt(comm_.all_reduce_sum(local.item<double>()));
-  if (max_norm > 0 && std::isfinite(total) && total > max_norm) {
-    const double factor = max_norm / (total + 1e-6);
+  if (const double factor = clip_coefficient(total, max_norm); factor < 1)
     for (auto& bucket : buckets_) bucket.grad.mul_(factor);
-  }
   return total;
 }
 
@@ -260,7 +262,7 @@ void ShardedParameters::zero_grad() {
 void ShardedParameters::gather_all() {
   if (!sharded_ || gathered_all_) return;
   for (auto& bucket : buckets_)
-    if (!bucket.resident) gather(bucket);
+    if (!bucket.flat.defined()) gather(bucket);
   gathered_all_ = true;
 }
 
@@ -282,7 +284,6 @@ void ShardedParameters::unshard_to_module() {
       at::Tensor p = m.parameter.tensor;
       p.set_data(flat.narrow(0, m.offset, m.numel).view(m.shape).clone());
     }
-    bucket.resident = true;
     bucket.flat = at::Tensor();
     bucket.master = bucket.grad = bucket.exp_avg = bucket.exp_avg_sq = bucket.frozen = at::Tensor();
   }

@@ -113,12 +113,13 @@ class ShardedParameters final : public model::LayerScope {
     int64_t numel = 0, padded = 0, shard = 0;
     at::Tensor master, grad, exp_avg, exp_avg_sq;  // kTrained: fp32 slices
     at::Tensor frozen;                             // kFrozen: the compute-dtype slice
-    at::Tensor flat;  // the compute copies' buffer (padded), undefined when not resident
-    bool resident = true;  // the compute copies exist
+    at::Tensor flat;  // the compute copies' buffer (padded); undefined while they are freed
   };
 
   bool lazily_gathered(const Bucket& bucket) const;  // parameters mode, a layer bucket
   Bucket* layer_bucket(int64_t layer);
+  // The parameters of `bucket` become views into `flat` (its padded compute copy).
+  void install_views(Bucket& bucket, const at::Tensor& flat);
   // The compute copies of `bucket` from the slices (all_gather), as views into one flat buffer.
   void gather(Bucket& bucket);
   void release(Bucket& bucket);
@@ -133,6 +134,7 @@ class ShardedParameters final : public model::LayerScope {
   at::ScalarType compute_dtype_;
   Kind kind_;
   std::vector<Bucket> buckets_;
+  std::vector<int64_t> bucket_of_layer_;  // decoder layer -> index in buckets_, -1: none
   bool sharded_ = false;
   bool gathered_all_ = false;
   int64_t adam_step_ = 0;

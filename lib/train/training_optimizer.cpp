@@ -29,6 +29,11 @@ std::vector<NamedParameter> all_parameters(torch::nn::Module& module) {
   return out;
 }
 
+double clip_coefficient(double norm, double max_norm) {
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) return max_norm / (norm + 1e-6);
+  return 1.0;
+}
+
 void AdamWSettings::validate() const {
   if (!(beta1 >= 0 && beta1 < 1)) fail("--adam-beta1 must be in [0, 1), got {}", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) fail("--adam-beta2 must be in [0, 1), got {}", beta2);
@@ -181,8 +186,7 @@ double TrainingOptimizer::clip_grad_norm(double max_norm) {
   norms.reserve(grads.size());
   for (const auto& g : grads) norms.push_back(g.detach().to(at::kDouble).norm());
   const double total = at::stack(norms).norm().item<double>();
-  if (max_norm > 0 && std::isfinite(total) && total > max_norm) {
-    const double factor = max_norm / (total + 1e-6);
+  if (const double factor = clip_coefficient(total, max_norm); factor < 1) {
     torch::NoGradGuard no_grad;
     for (auto& g : grads) g.mul_(factor);
   }

@@ -44,6 +44,11 @@ struct AdamWSettings {
   void validate() const;      // errors name --adam-beta1, --adam-beta2, --adam-eps, --weight-decay
 };
 
+// What gradients of global L2 norm `norm` are multiplied by to clip them to max_norm (as PyTorch's
+// clip_grad_norm_: max_norm / (norm + 1e-6)); 1 when no clipping applies (max_norm <= 0, the norm
+// within it, or not finite: the caller stops on that).
+double clip_coefficient(double norm, double max_norm);
+
 // How the training state is split over ranks (train/shard_mode.h, train/sharded_parameters.h).
 struct ShardOptions {
   ShardMode mode = ShardMode::kNone;
