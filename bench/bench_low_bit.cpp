@@ -8,14 +8,23 @@
 //      with --dequantize (float32 and bf16), greedy decoding of 32 tokens per sequence by the paged
 //      engine at batch 1 and 16.
 // Target (issue 20): packed W4 at batch 1 at least 2x the float32 tokens/s of part 1.
+// --device cuda (scripts/gpu-check): part 1 becomes the GEMV's bandwidth at batch 1 on 4096 and 8192
+// square layers against cuBLAS's bf16 GEMV (target: W4/W2 at >= 70% of peak), then part 2 on the GPU.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <torch/cuda.h>
+#ifdef RQAT_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -192,40 +201,99 @@ std::vector<Row> tiny_model(int64_t hidden, int64_t layers, int64_t vocab,
   return rows;
 }
 
-// CUDA: the packed GEMV at batch 1 on (size x size) layers, bandwidth achieved = bytes the kernel
-// must read (codes, scales, zeros, x) / time, against `peak_gbps`; and the bf16 dense GEMV's.
+#ifdef RQAT_WITH_CUDA
+// Weights in rotation per measured layer shape: ten times an H100/H200's L2 cache (50 MB), so every
+// call reads its weight from HBM, as a decode step through a model's layers does.
+constexpr double kRotationBytes = 512.0 * (1 << 20);
+
+// Seconds per call of `call(k)`, k = 0 .. copies - 1 in turn: `graph` replays the calls captured in
+// a CUDA graph (the kernels' own time, no host launch overhead), else they are called from the host
+// (what an eager decode step pays).
+double cuda_seconds_per_call(int copies, const std::function<void(int)>& call, bool graph,
+                             int repeats) {
+  const auto all = [&] {
+    for (int k = 0; k < copies; ++k) call(k);
+  };
+  if (!graph)
+    return best_seconds(
+               [&] {
+                 all();
+                 torch::cuda::synchronize();
+               },
+               3, repeats) / copies;
+  at::cuda::CUDAGraph captured;
+  {
+    // Warm-up (cuBLAS workspaces) and capture on one side stream, as torch asks.
+    c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
+    all();
+    captured.capture_begin();
+    all();
+    captured.capture_end();
+  }
+  torch::cuda::synchronize();
+  return best_seconds(
+             [&] {
+               captured.replay();
+               torch::cuda::synchronize();
+             },
+             3, repeats) / copies;
+}
+
+// CUDA: the packed GEMV at batch 1 (bf16 x, as a bf16 model decodes) on (size x size) layers against
+// the dense bf16 GEMV (at::linear, cuBLAS) of the same layers: bandwidth achieved = bytes a call must
+// read (weights and their scales/zeros, x) / its time in a CUDA graph, as a fraction of
+// `peak_gbps`; and the time per call launched from the host.
 void cuda_bandwidth(double peak_gbps, int repeats) {
   const at::Device cuda(at::kCUDA);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
-  std::cout << fmt::format("{:<26}{:>12}{:>12}{:>14}{:>10}\n", "layer", "MiB read", "us/call",
-                           "GB/s", "of peak");
+  std::cout << fmt::format("{:<24}{:>10}{:>8}{:>14}{:>14}{:>12}{:>9}\n", "layer (batch 1, bf16 x)",
+                           "MiB read", "copies", "us/call graph", "us/call eager", "GB/s",
+                           "of peak");
   for (int64_t size : {4096, 8192}) {
     const at::Tensor w = at::randn({size, size}, gen) / std::sqrt(static_cast<double>(size));
-    const auto report = [&](const std::string& name, double bytes, const std::function<void()>& fn) {
-      const double s = best_seconds(
-          [&] {
-            fn();
-            torch::cuda::synchronize();
-          },
-          20, repeats);
-      const double gbps = bytes / s / 1e9;
-      std::cout << fmt::format("{:<26}{:>12.1f}{:>12.1f}{:>14.1f}{:>9.0f}%\n", name,
-                               bytes / (1 << 20), s * 1e6, gbps,
-                               peak_gbps > 0 ? 100 * gbps / peak_gbps : 0.0);
+    const at::Tensor x = at::randn({1, size}, gen).to(cuda, at::kBFloat16);
+    const auto report = [&](const std::string& name, double bytes,
+                            const std::function<void(int)>& call, int copies) {
+      const double eager = cuda_seconds_per_call(copies, call, false, repeats);
+      double graph = eager;
+      try {
+        graph = cuda_seconds_per_call(copies, call, true, repeats);
+      } catch (const std::exception& e) {  // then the eager time stands in, and says so
+        std::cout << fmt::format("{}: CUDA graph capture failed, eager time used: {}\n", name,
+                                 std::string(e.what()).substr(0, 200));
+      }
+      const double gbps = bytes / graph / 1e9;
+      std::cout << fmt::format("{:<24}{:>10.1f}{:>8}{:>14.2f}{:>14.2f}{:>12.1f}{:>8.0f}%\n", name,
+                               bytes / (1 << 20), copies, graph * 1e6, eager * 1e6, gbps,
+                               peak_gbps > 0 ? 100 * gbps / peak_gbps : 0.0)
+                << std::flush;  // kept in the log if a later part runs out of time
     };
-    const at::Tensor x = at::randn({1, size}, gen).to(cuda);
-    const at::Tensor dense = w.to(cuda, at::kBFloat16);
-    const at::Tensor xb = x.to(at::kBFloat16);
-    report(fmt::format("bf16 dense {}x{}", size, size), static_cast<double>(size * size * 2),
-           [&] { (void)at::linear(xb, dense); });
+    const auto copies_of = [](double bytes) {
+      return static_cast<int>(std::max(1.0, std::ceil(kRotationBytes / bytes)));
+    };
+    {
+      const double bytes = static_cast<double>(size * size * 2 + size * 2);
+      std::vector<at::Tensor> dense(copies_of(bytes));
+      for (auto& d : dense) d = w.to(cuda, at::kBFloat16);
+      report(fmt::format("bf16 dense {}x{}", size, size), bytes,
+             [&](int k) { (void)at::linear(x, dense[k]); }, static_cast<int>(dense.size()));
+    }
     for (int bits : {4, 2}) {
       const ops::LowBitWeight packed = quantize_rtn(w, bits, 128).to(cuda);
-      report(fmt::format("packed W{} g128 {}x{}", bits, size, size),
-             static_cast<double>(packed.bytes() + size * 4),
-             [&] { (void)ops::low_bit_matmul(x, packed); });
+      const double bytes = static_cast<double>(packed.bytes() + size * 2);
+      std::vector<ops::LowBitWeight> layers(copies_of(bytes), packed);
+      for (auto& l : layers) {
+        l.codes = l.codes.clone();
+        l.scales = l.scales.clone();
+        l.zeros = l.zeros.clone();
+      }
+      report(fmt::format("packed W{} g128 {}x{}", bits, size, size), bytes,
+             [&](int k) { (void)ops::low_bit_matmul(x, layers[k]); },
+             static_cast<int>(layers.size()));
     }
   }
 }
+#endif
 
 }  // namespace
 
@@ -256,8 +324,12 @@ int main(int argc, char** argv) {
     int status = 0;
     if (device_name == "cuda") {
       if (!torch::cuda::is_available()) rqat::fail("--device cuda: no CUDA device");
+#ifdef RQAT_WITH_CUDA
       std::cout << "1. packed GEMV at batch 1 (CUDA): bandwidth achieved\n";
       cuda_bandwidth(peak_gbps, repeats);
+#else
+      rqat::fail("--device cuda: this build has no CUDA kernels");
+#endif
     } else {
       std::cout << fmt::format(
           "{} threads\n\n1. {} layers of {} x {}: y = x W^T through the stack\n",

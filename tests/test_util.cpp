@@ -256,4 +256,15 @@ std::vector<nlohmann::ordered_json> metrics_rows(const std::filesystem::path& ru
   return rows;
 }
 
+ops::LowBitWeight random_low_bit_weight(at::Generator& gen, int bits, int64_t out, int64_t in,
+                                        int64_t group, bool permuted) {
+  const int64_t levels = int64_t{1} << bits, width = group > 0 ? group : in;
+  const int64_t groups = (in + width - 1) / width;
+  const at::Tensor codes = at::randint(0, levels, {out, in}, gen, at::kInt);
+  const at::Tensor scales = at::rand({out, groups}, gen) * 0.1 + 0.01;
+  const at::Tensor zeros = at::randint(0, levels, {out, groups}, gen, at::kFloat);
+  const at::Tensor order = permuted ? at::randperm(in, gen, at::kLong) : at::Tensor();
+  return ops::pack_low_bit(codes, scales, zeros, bits, group, order, "test");
+}
+
 }  // namespace rqat::test

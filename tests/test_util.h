@@ -15,6 +15,7 @@
 
 #include "model/decoder.h"
 #include "model/model_config.h"
+#include "ops/low_bit_weight.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rqat::test {
@@ -56,6 +57,11 @@ at::Tensor paged_cached_logits(model::CausalLM& model, const at::Tensor& ids,
 // For the mains of the CUDA kernel tests: 77 (CTest's skip code), after printing why, without CUDA
 // kernels in the build or without a GPU; 0 when the tests can run.
 int cuda_tests_skipped();
+
+// Random packed low-bit weights for the kernel tests: codes and zeros uniform in [0, 2^bits), scales
+// in [0.01, 0.11), `group` -1 for one group per row, a random act-order column order if `permuted`.
+ops::LowBitWeight random_low_bit_weight(at::Generator& gen, int bits, int64_t out, int64_t in,
+                                        int64_t group, bool permuted);
 
 // `length` token ids drawn uniformly from [0, vocab) by a seeded generator.
 std::vector<int32_t> random_tokens(int64_t length, uint64_t seed, int64_t vocab = 97);

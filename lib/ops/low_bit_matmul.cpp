@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "io/error.h"
+#include "ops/low_bit_gemv_call.h"
 #include "ops/low_bit_matmul_kernel.h"
 
 #ifdef RQAT_WITH_CUDA
@@ -96,21 +97,14 @@ at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
   if (x.device().is_cpu() && rows <= kLowBitKernelRows) return low_bit_matmul_cpu_kernel(x, w);
 #ifdef RQAT_WITH_CUDA
   if (x.is_cuda() && rows <= cuda::kLowBitGemvMaxRows) {
-    const at::Tensor padded = padded_groups(kernel_columns(x, w), w);
-    const at::Tensor sums = group_sums(padded, w).contiguous();
-    at::Tensor y = at::empty({rows, w.out_features}, padded.options());
-    // Named, so that no operand is a temporary freed before the asynchronous kernel reads it.
-    const at::Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous(),
-                     zeros = w.zeros.contiguous();
-    const int err = cuda::launch_low_bit_gemv(
-        padded.data_ptr<float>(), sums.data_ptr<float>(), rows, padded.size(1),
-        reinterpret_cast<const uint32_t*>(codes.data_ptr<int32_t>()), scales.data_ptr<float>(),
-        zeros.data_ptr<float>(), w.out_features, w.groups(), w.blocks_per_group(),
-        w.words_per_row(), w.bits, y.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
+    // One launch for float32 or bf16 x in the inputs' order (act-order adds a gather).
+    const LowBitGemvCall call = prepare_low_bit_gemv(x, w);
+    if (rows == 0) return call.y.view(output_shape(x, w)).to(x.scalar_type());
+    const int err = cuda::launch_low_bit_gemv(call.args, c10::cuda::getCurrentCUDAStream().stream());
     if (err != 0)
       fail("low_bit_matmul: CUDA kernel failed: {}",
            cudaGetErrorString(static_cast<cudaError_t>(err)));
-    return y.view(output_shape(x, w)).to(x.scalar_type());
+    return call.y.view(output_shape(x, w)).to(x.scalar_type());
   }
 #endif
   // Many rows (prefill) or no kernel for the device: dequantize once, then a dense matmul in the

@@ -4,9 +4,10 @@
 // one permute of a 16-entry table of the group's dequantized values ((code - zero) * scale, made
 // once per row and group) turns the codes into weights (no scalar unpacking, no int-to-float
 // conversion: the shift, the permute and the multiply-add are the whole decode). The weights are
-// multiplied with up to 8 rows of x at once, so the codes of a weight row are read once per tile
-// of 8 rows. 8-bit codes (256 values, no table) are converted from bytes instead, and their scale
-// and zero applied per group to the lane sums (zero times the group's precomputed sum of x). As the
+// multiplied with up to 16 rows of x at once, so the codes of a weight row are read once per tile
+// of 16 rows, and the lanes of a row are summed once, at its end. 8-bit codes (256 values, no
+// table) are converted from bytes instead, and their scale and zero applied per group to the lane
+// sums (zero times the group's precomputed sum of x). As the
 // attention kernels, the task functions are compiled for AVX-512, AVX2+FMA and the baseline (GCC
 // target clones) and the loader picks the one the CPU runs.
 // The 64-byte lane type only ever lives in registers of always-inlined helpers (as in the attention
@@ -27,7 +28,7 @@ namespace rqat::ops {
 namespace {
 
 constexpr int kLanes = 16;
-constexpr int kTile = 8;  // rows of x per pass over a weight row
+constexpr int kTile = 16;  // rows of x per pass over a weight row
 using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Words = uint32_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
 using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
@@ -103,19 +104,28 @@ RQAT_INLINE void block_dot(const uint32_t* block, Floats table, const float* x, 
 // Output rows [begin, end) for rows [b0, b0 + Rows) of x. With few rows of x, two blocks at a time
 // into four accumulator sets, so the multiply-adds of a row do not wait on each other's latency;
 // with more rows, the rows give that independence (and four sets would not fit the registers).
+// 2-4 bits: the table's weights are final, so the lanes accumulate across all groups of the row and
+// are summed once at its end; 8 bits: scale and zero apply per group to the group's lane sums.
 template <int Bits, int Rows>
 RQAT_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end, int64_t b0) {
   constexpr bool kFourSets = Rows <= 2;
+  constexpr bool kOneSet = Rows > 8;  // 16 rows: one set (both half-blocks) fills the registers
   const int64_t group_width = a.blocks_per_group * 32;
   for (int64_t o = begin; o < end; ++o) {
     const uint32_t* row_codes = a.codes + o * a.words_per_row;
     float total[Rows] = {};
+    Floats acc0[Rows], acc1[Rows], acc2[Rows], acc3[Rows];
+    const auto clear = [&] {
+      for (int r = 0; r < Rows; ++r) acc0[r] = acc1[r] = acc2[r] = acc3[r] = Floats{};
+    };
+    const auto lanes_sum = [&](int r) {
+      return lane_sum(kFourSets ? (acc0[r] + acc1[r]) + (acc2[r] + acc3[r]) : acc0[r] + acc1[r]);
+    };
+    clear();
     for (int64_t g = 0; g < a.groups; ++g) {
       const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
       Floats table{};
       if constexpr (Bits != 8) table = dequantized_table<Bits>(scale, zero);
-      Floats acc0[Rows], acc1[Rows], acc2[Rows], acc3[Rows];
-      for (int r = 0; r < Rows; ++r) acc0[r] = acc1[r] = acc2[r] = acc3[r] = Floats{};
       const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
       const float* xg = a.x + b0 * a.x_stride + g * group_width;
       int64_t k = 0;
@@ -127,16 +137,16 @@ RQAT_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end
         }
       }
       for (; k < a.blocks_per_group; ++k)
-        block_dot<Bits, Rows>(block + k * Bits, table, xg + k * 32, a.x_stride, acc0, acc1);
-      for (int r = 0; r < Rows; ++r) {
-        const Floats sum =
-            kFourSets ? (acc0[r] + acc1[r]) + (acc2[r] + acc3[r]) : acc0[r] + acc1[r];
-        if constexpr (Bits == 8)
-          total[r] += scale * (lane_sum(sum) - zero * a.xsum[(b0 + r) * a.groups + g]);
-        else
-          total[r] += lane_sum(sum);
+        block_dot<Bits, Rows>(block + k * Bits, table, xg + k * 32, a.x_stride, acc0,
+                              kOneSet ? acc0 : acc1);
+      if constexpr (Bits == 8) {
+        for (int r = 0; r < Rows; ++r)
+          total[r] += scale * (lanes_sum(r) - zero * a.xsum[(b0 + r) * a.groups + g]);
+        clear();
       }
     }
+    if constexpr (Bits != 8)
+      for (int r = 0; r < Rows; ++r) total[r] = lanes_sum(r);
     for (int r = 0; r < Rows; ++r) a.y[(b0 + r) * a.out + o] = total[r];
   }
 }
@@ -145,6 +155,10 @@ template <int Bits>
 RQAT_INLINE void rows_task(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
   int64_t b0 = 0;
   for (; b0 + kTile <= a.batch; b0 += kTile) rows_tile<Bits, kTile>(a, begin, end, b0);
+  if (b0 + 8 <= a.batch) {
+    rows_tile<Bits, 8>(a, begin, end, b0);
+    b0 += 8;
+  }
   switch (a.batch - b0) {  // the last rows, with a tile of their own size (no wasted lanes)
     case 7: return rows_tile<Bits, 7>(a, begin, end, b0);
     case 6: return rows_tile<Bits, 6>(a, begin, end, b0);

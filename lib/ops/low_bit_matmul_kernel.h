@@ -1,5 +1,5 @@
 // The CPU kernel of low_bit_matmul (ops/low_bit_matmul.h): y = x W^T for up to a few dozen rows
-// of x, reading the packed codes of ops/low_bit_weight.h once per tile of 8 rows.
+// of x, reading the packed codes of ops/low_bit_weight.h once per tile of 16 rows.
 #pragma once
 
 #include <cstdint>
