@@ -8,10 +8,11 @@
 // the CTA takes units t, t + threads(), ... of each of its rows. So a warp reads 32 consecutive
 // units of a row per step (one contiguous run of 32 x 16 x bits bits, vector loads), and the 16
 // columns of x a unit needs are loaded once (four at a time) for all the CTA's rows.
-// Decode without an int-to-float conversion (slow on GPUs): a code c becomes the float with bits
-// 0x4B000000 | c (2^23 + c), minus 2^23; then (c - zero) * scale is one multiply-add, c * scale -
-// zero * scale (zero * scale made once per unit and row), and every row of x adds w * x to its
-// float32 accumulator.
+// Decode without an int-to-float conversion (slow on GPUs) and without shifting codes down: a code c
+// at bit p of its word is masked in place, and the float with bits 0x4B000000 | (c << p) is
+// 2^23 + c * 2^p, minus 2^23; x's column is multiplied by 2^-p once for all the CTA's rows. Each
+// weight then costs one multiply-add with each row of x into a per-unit float32 dot product; scale
+// and zero apply once per unit: scale * dot - zero * scale * sum(x).
 #pragma once
 
 #include <cmath>
@@ -141,19 +142,44 @@ RQAT_LANE void load_unit_words(const uint32_t* block, int half, uint32_t (&w)[kU
   }
 }
 
-// Code t (0..15) of a unit as a float (exact: codes are below 2^8).
+// Where code t (0..15) of a unit sits: in word code_word(t) of load_unit_words, at bit code_bit(t)
+// (W3: its low 2 bits; the high bit is bit t of word 1).
 template <int Bits>
-RQAT_LANE float unit_code(const uint32_t (&w)[kUnitWords<Bits>], int t) {
-  uint32_t c;
-  if constexpr (Bits == 2)
-    c = (w[0] >> (2 * t)) & 3u;
-  else if constexpr (Bits == 3)
-    c = ((w[0] >> (2 * t)) & 3u) | (((w[1] >> t) & 1u) << 2);
-  else if constexpr (Bits == 4)
-    c = (w[t & 1] >> (4 * (t >> 1))) & 15u;
-  else
-    c = (w[t >> 2] >> (8 * (t & 3))) & 255u;
-  return float_from_bits(c | 0x4B000000u) - 8388608.f;
+RQAT_LANE constexpr int code_word(int t) {
+  return Bits == 4 ? (t & 1) : Bits == 8 ? (t >> 2) : 0;
+}
+template <int Bits>
+RQAT_LANE constexpr int code_bit(int t) {
+  return Bits == 4 ? 4 * (t >> 1) : Bits == 8 ? 8 * (t & 3) : 2 * t;
+}
+// A code is read where it sits, as code * 2^code_scale_bits(t) (no shift down: one instruction
+// fewer), as long as that stays below 2^23 (see scaled_code); fields higher up are read from the
+// word's upper half shifted down by 16.
+template <int Bits>
+RQAT_LANE constexpr int code_scale_bits(int t) {
+  return Bits == 3 ? 0 : code_bit<Bits>(t) + Bits > 23 ? code_bit<Bits>(t) - 16 : code_bit<Bits>(t);
+}
+// 2^-code_scale_bits(t): what x's column t is multiplied by so that products are code * x.
+template <int Bits>
+RQAT_LANE constexpr float code_unscale(int t) {
+  return static_cast<float>(1.0 / static_cast<double>(1u << code_scale_bits<Bits>(t)));
+}
+
+// Code t of a unit times 2^code_scale_bits(t), as a float, exactly: the float with bits 0x4B000000 |
+// v is 2^23 + v for any v < 2^23, so masking the code in place, setting those exponent bits and
+// subtracting 2^23 is the whole conversion (no int-to-float instruction, slow on GPUs).
+template <int Bits>
+RQAT_LANE float scaled_code(const uint32_t (&w)[kUnitWords<Bits>], int t) {
+  constexpr uint32_t kMask = (1u << Bits) - 1;
+  uint32_t field;
+  if constexpr (Bits == 3) {
+    field = ((w[0] >> (2 * t)) & 3u) | (((w[1] >> t) & 1u) << 2);
+  } else {
+    const int bit = code_bit<Bits>(t), scale_bits = code_scale_bits<Bits>(t);
+    const uint32_t word = w[code_word<Bits>(t)];
+    field = (scale_bits == bit ? word : word >> 16) & (kMask << scale_bits);
+  }
+  return float_from_bits(field | 0x4B000000u) - 8388608.f;
 }
 
 // Columns 4q .. 4q + 3 of a unit whose first column is `col`, `valid` of its 16 columns real (the
@@ -174,7 +200,9 @@ RQAT_LANE void load_x4(const In* row, int64_t col, int q, int valid, bool vector
 }
 
 // Adds one unit (16 columns) of the CTA's rows o0 .. o0 + kGemvRowsPerCta - 1 times every row of x
-// into acc[row of the CTA][row of x]. Rows <= Rows of x are real (a.rows of them).
+// into acc[row of the CTA][row of x]. Rows <= Rows of x are real (a.rows of them). Per row of the
+// CTA and of x: dot = sum_t code_t * x_t (x pre-scaled for the codes read in place), then
+// acc += scale * dot - zero * scale * sum_t x_t, so a weight costs its decode and one multiply-add.
 template <int Bits, int Rows, typename In>
 RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit,
                                float (&acc)[kGemvRowsPerCta][Rows]) {
@@ -201,26 +229,44 @@ RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit
     scale[i] = a.scales[o * a.groups + g];
     zero_scale[i] = a.zeros[o * a.groups + g] * scale[i];
   }
+  float dot[kGemvRowsPerCta][Rows], x_sum[Rows];
+  RQAT_UNROLL
+  for (int r = 0; r < Rows; ++r) {
+    x_sum[r] = 0.f;
+    RQAT_UNROLL
+    for (int i = 0; i < kGemvRowsPerCta; ++i) dot[i][r] = 0.f;
+  }
   const In* x = static_cast<const In*>(a.x);
   RQAT_UNROLL
   for (int q = 0; q < 4; ++q) {
     if (4 * q >= valid) break;
-    float w[kGemvRowsPerCta][4];
+    float codes[kGemvRowsPerCta][4];
     RQAT_UNROLL
     for (int i = 0; i < kGemvRowsPerCta; ++i)
       RQAT_UNROLL
-      for (int t = 0; t < 4; ++t)
-        w[i][t] = fmaf(unit_code<Bits>(words[i], 4 * q + t), scale[i], -zero_scale[i]);
+      for (int t = 0; t < 4; ++t) codes[i][t] = scaled_code<Bits>(words[i], 4 * q + t);
     RQAT_UNROLL
     for (int r = 0; r < Rows; ++r) {
       if (r >= a.rows) break;
       float xv[4];
       load_x4<In>(x + r * a.x_stride, col, q, valid, a.x_vector, xv);
       RQAT_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        x_sum[r] += xv[t];
+        xv[t] *= code_unscale<Bits>(4 * q + t);  // exact: a power of two
+      }
+      RQAT_UNROLL
       for (int i = 0; i < kGemvRowsPerCta; ++i)
         RQAT_UNROLL
-        for (int t = 0; t < 4; ++t) acc[i][r] = fmaf(w[i][t], xv[t], acc[i][r]);
+        for (int t = 0; t < 4; ++t) dot[i][r] = fmaf(codes[i][t], xv[t], dot[i][r]);
     }
+  }
+  RQAT_UNROLL
+  for (int r = 0; r < Rows; ++r) {
+    if (r >= a.rows) break;
+    RQAT_UNROLL
+    for (int i = 0; i < kGemvRowsPerCta; ++i)
+      acc[i][r] += fmaf(scale[i], dot[i][r], -zero_scale[i] * x_sum[r]);
   }
 }
 
