@@ -377,7 +377,8 @@ TEST_CASE("grpo --resume refuses a checkpoint when any declared setting changed"
   int checked = 0;
   for (int n = 0;; ++n) {
     auto changed = o;
-    ChangeNthSetting change{n};
+    ChangeNthSetting change;
+    change.n = n;
     tools::GrpoCommandOptions::for_each(changed, change);
     if (change.name.empty()) break;
     INFO("--" << change.name);
@@ -386,7 +387,8 @@ TEST_CASE("grpo --resume refuses a checkpoint when any declared setting changed"
   }
   for (int n = 0;; ++n) {
     auto changed = o;
-    ChangeNthSetting change{n};
+    ChangeNthSetting change;
+    change.n = n;
     train::TrainerOptions::for_each(changed.trainer, change);
     if (change.name.empty()) break;
     INFO("--" << change.name);

@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <catch2/catch.hpp>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,10 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return "W" + std::to_string(c.bits) + " " + std::to_string(c.out) + "x" + std::to_string(c.in) +
-         " g" + std::to_string(c.group) + (c.permuted ? " act-order" : "") +
-         (c.symmetric ? " sym" : " asym");
+  std::ostringstream s;
+  s << "W" << c.bits << " " << c.out << "x" << c.in << " g" << c.group
+    << (c.permuted ? " act-order" : "") << (c.symmetric ? " sym" : " asym");
+  return s.str();
 }
 
 const std::vector<Case>& cases() {
