@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -109,11 +110,15 @@ struct alignas(8) Bf16x4 {
   Bf16 v[4];
 };
 
+// On the CPU the alignment a GPU would fault on is checked, so the CPU test of these functions
+// catches a misaligned vector load too.
 template <typename T>
 RQAT_LANE T load_aligned(const void* p) {
 #if defined(__CUDA_ARCH__)
   return *static_cast<const T*>(p);
 #else
+  if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0)
+    throw std::logic_error("low-bit GEMV: a vector load from a misaligned address");
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
