@@ -8,8 +8,9 @@
 //      with --dequantize (float32 and bf16), greedy decoding of 32 tokens per sequence by the paged
 //      engine at batch 1 and 16.
 // Target (issue 20): packed W4 at batch 1 at least 2x the float32 tokens/s of part 1.
-// --device cuda (scripts/gpu-check): part 1 becomes the GEMV's bandwidth at batch 1 on 4096 and 8192
-// square layers against cuBLAS's bf16 GEMV (target: W4/W2 at >= 70% of peak), then part 2 on the GPU.
+// --device cuda (scripts/gpu-check): part 1 becomes the GEMV's bandwidth at batch 1 on 4096 and
+// 8192 square layers against cuBLAS's bf16 GEMV (target: W4/W2 at >= 70% of peak), then part 2 runs
+// on the GPU.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -239,9 +240,9 @@ double cuda_seconds_per_call(int copies, const std::function<void(int)>& call, b
              3, repeats) / copies;
 }
 
-// CUDA: the packed GEMV at batch 1 (bf16 x, as a bf16 model decodes) on (size x size) layers against
-// the dense bf16 GEMV (at::linear, cuBLAS) of the same layers: bandwidth achieved = bytes a call must
-// read (weights and their scales/zeros, x) / its time in a CUDA graph, as a fraction of
+// CUDA: the packed GEMV at batch 1 (bf16 x, as a bf16 model decodes) on (size x size) layers
+// against the dense bf16 GEMV (at::linear, cuBLAS) of the same layers: bandwidth achieved = bytes a
+// call must read (weights and their scales/zeros, x) / its time in a CUDA graph, as a fraction of
 // `peak_gbps`; and the time per call launched from the host.
 void cuda_bandwidth(double peak_gbps, int repeats) {
   const at::Device cuda(at::kCUDA);

@@ -42,8 +42,7 @@ struct Launch {
   int run() const {
     const int64_t ctas = a.ctas();
     if (ctas > 0x7fffffff) return static_cast<int>(cudaErrorInvalidValue);
-    low_bit_gemv_kernel<Bits, Rows, In>
-        <<<static_cast<unsigned>(ctas), a.threads(), 0, stream>>>(a);
+    low_bit_gemv_kernel<Bits, Rows, In><<<static_cast<unsigned>(ctas), a.threads(), 0, stream>>>(a);
     return static_cast<int>(cudaGetLastError());
   }
 };

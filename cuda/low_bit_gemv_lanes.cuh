@@ -3,16 +3,16 @@
 // thread on the CPU), so the kernel's indexing and arithmetic are tested on machines without a GPU.
 // Only the kernel's sum over its threads (warp shuffles, shared memory) is CUDA-only.
 //
-// Work split. A CTA owns kGemvRowsPerCta consecutive output rows and all their columns. Columns come
-// in units of 16 codes (half a block of 32 in the layout of lib/ops/low_bit_weight.h); thread t of
-// the CTA takes units t, t + threads(), ... of each of its rows. So a warp reads 32 consecutive
-// units of a row per step (one contiguous run of 32 x 16 x bits bits, vector loads), and the 16
-// columns of x a unit needs are loaded once (four at a time) for all the CTA's rows.
-// Decode without an int-to-float conversion (slow on GPUs) and without shifting codes down: a code c
-// at bit p of its word is masked in place, and the float with bits 0x4B000000 | (c << p) is
-// 2^23 + c * 2^p, minus 2^23; x's column is multiplied by 2^-p once for all the CTA's rows. Each
-// weight then costs one multiply-add with each row of x into a per-unit float32 dot product; scale
-// and zero apply once per unit: scale * dot - zero * scale * sum(x).
+// Work split. A CTA owns kGemvRowsPerCta consecutive output rows and all their columns. Columns
+// come in units of 16 codes (half a block of 32 in the layout of lib/ops/low_bit_weight.h); thread
+// t of the CTA takes units t, t + threads(), ... of each of its rows. So a warp reads 32
+// consecutive units of a row per step (one contiguous run of 32 x 16 x bits bits, vector loads),
+// and the 16 columns of x a unit needs are loaded once (four at a time) for all the CTA's rows.
+// Decode without an int-to-float conversion (slow on GPUs) and without shifting codes down: a code
+// c at bit p of its word is masked in place, and the float with bits 0x4B000000 | (c << p), which
+// is 2^23 + c * 2^p, minus 2^23 is c * 2^p; x's column is multiplied by 2^-p once for all the
+// CTA's rows. Each weight then costs one multiply-add with each row of x into a per-unit float32
+// dot product; scale and zero apply once per unit: scale * dot - zero * scale * sum(x).
 #pragma once
 
 #include <cmath>
@@ -61,7 +61,8 @@ struct LowBitGemvArgs {
   // layer's 64 units would leave three quarters of 256 threads idle).
   RQAT_LANE int threads() const {
     const int64_t warps = (units_per_row() + 31) / 32;
-    return warps >= kGemvThreads / 32 ? kGemvThreads : static_cast<int>(warps < 1 ? 32 : 32 * warps);
+    return warps >= kGemvThreads / 32 ? kGemvThreads
+                                      : static_cast<int>(warps < 1 ? 32 : 32 * warps);
   }
 };
 
@@ -92,8 +93,8 @@ RQAT_LANE void store_value(float* p, float v) { *p = v; }
 // Round to nearest even, NaN kept a NaN (as c10::BFloat16 rounds).
 RQAT_LANE void store_value(Bf16* p, float v) {
   const uint32_t u = bits_of_float(v);
-  p->bits = v != v ? uint16_t{0x7FC0}
-                   : static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  p->bits =
+      v != v ? uint16_t{0x7FC0} : static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 // Aligned vector loads on the GPU (one 8- or 16-byte load instruction), plain copies on the CPU.
@@ -127,15 +128,15 @@ RQAT_LANE T load_aligned(const void* p) {
 
 // The words that hold codes 16*half .. 16*half + 15 of the block of 32 at `block`.
 template <int Bits>
-inline constexpr int kUnitWords = Bits == 8 ? 4 : Bits == 2 ? 1 : 2;
+inline constexpr int kUnitWords = Bits == 8 ? 4 : (Bits == 2 ? 1 : 2);
 
 template <int Bits>
 RQAT_LANE void load_unit_words(const uint32_t* block, int half, uint32_t (&w)[kUnitWords<Bits>]) {
   if constexpr (Bits == 2) {
     w[0] = block[half];
   } else if constexpr (Bits == 3) {
-    w[0] = block[half];                // low 2 bits of the half's 16 codes
-    w[1] = block[2] >> (16 * half);    // their high bits
+    w[0] = block[half];              // low 2 bits of the half's 16 codes
+    w[1] = block[2] >> (16 * half);  // their high bits
   } else if constexpr (Bits == 4) {
     const Words2 p = load_aligned<Words2>(block + 2 * half);  // even codes, odd codes
     w[0] = p.w[0];
@@ -170,8 +171,8 @@ RQAT_LANE constexpr float code_unscale(int t) {
   return static_cast<float>(1.0 / static_cast<double>(1u << code_scale_bits<Bits>(t)));
 }
 
-// Code t of a unit times 2^code_scale_bits(t), as a float, exactly: the float with bits 0x4B000000 |
-// v is 2^23 + v for any v < 2^23, so masking the code in place, setting those exponent bits and
+// Code t of a unit times 2^code_scale_bits(t), as a float, exactly: the float with bits 0x4B000000
+// | v is 2^23 + v for any v < 2^23, so masking the code in place, setting those exponent bits and
 // subtracting 2^23 is the whole conversion (no int-to-float instruction, slow on GPUs).
 template <int Bits>
 RQAT_LANE float scaled_code(const uint32_t (&w)[kUnitWords<Bits>], int t) {
@@ -213,11 +214,12 @@ RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit
                                float (&acc)[kGemvRowsPerCta][Rows]) {
   const int64_t block = unit >> 1;
   const int half = static_cast<int>(unit & 1);
-  // 32-bit division (a 64-bit one is a long subroutine on GPUs): a row has far fewer than 2^31 blocks.
+  // 32-bit division (a 64-bit one is a long subroutine on GPUs): rows have far below 2^31 blocks.
   const int64_t g = static_cast<uint32_t>(block) / static_cast<uint32_t>(a.blocks_per_group);
   const int64_t first = (block - g * a.blocks_per_group) * 32 + 16 * half;  // within the group
-  const int64_t group_length =
-      a.group_size < a.in_features - g * a.group_size ? a.group_size : a.in_features - g * a.group_size;
+  const int64_t group_length = a.group_size < a.in_features - g * a.group_size
+                                   ? a.group_size
+                                   : a.in_features - g * a.group_size;
   if (first >= group_length) return;  // a group's padding to whole blocks
   const int valid = group_length - first < 16 ? static_cast<int>(group_length - first) : 16;
   const int64_t col = g * a.group_size + first;
@@ -247,9 +249,10 @@ RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit
     if (4 * q >= valid) break;
     float codes[kGemvRowsPerCta][4];
     RQAT_UNROLL
-    for (int i = 0; i < kGemvRowsPerCta; ++i)
+    for (int i = 0; i < kGemvRowsPerCta; ++i) {
       RQAT_UNROLL
       for (int t = 0; t < 4; ++t) codes[i][t] = scaled_code<Bits>(words[i], 4 * q + t);
+    }
     RQAT_UNROLL
     for (int r = 0; r < Rows; ++r) {
       if (r >= a.rows) break;
@@ -261,9 +264,10 @@ RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit
         xv[t] *= code_unscale<Bits>(4 * q + t);  // exact: a power of two
       }
       RQAT_UNROLL
-      for (int i = 0; i < kGemvRowsPerCta; ++i)
+      for (int i = 0; i < kGemvRowsPerCta; ++i) {
         RQAT_UNROLL
         for (int t = 0; t < 4; ++t) dot[i][r] = fmaf(codes[i][t], xv[t], dot[i][r]);
+      }
     }
   }
   RQAT_UNROLL
@@ -280,9 +284,10 @@ template <int Bits, int Rows, typename In>
 RQAT_LANE void thread_partial_sums(const LowBitGemvArgs& a, int64_t cta, int thread,
                                    float (&acc)[kGemvRowsPerCta][Rows]) {
   RQAT_UNROLL
-  for (int i = 0; i < kGemvRowsPerCta; ++i)
+  for (int i = 0; i < kGemvRowsPerCta; ++i) {
     RQAT_UNROLL
     for (int r = 0; r < Rows; ++r) acc[i][r] = 0.f;
+  }
   const int64_t units = a.units_per_row();
   const int threads = a.threads();
   for (int64_t unit = thread; unit < units; unit += threads)
@@ -314,11 +319,16 @@ int visit_low_bit_gemv(const LowBitGemvArgs& a, Visitor&& visitor, int invalid) 
     return by_type(bits, std::integral_constant<int, 16>{});
   };
   switch (a.bits) {
-    case 2: return by_rows(std::integral_constant<int, 2>{});
-    case 3: return by_rows(std::integral_constant<int, 3>{});
-    case 4: return by_rows(std::integral_constant<int, 4>{});
-    case 8: return by_rows(std::integral_constant<int, 8>{});
-    default: return invalid;
+    case 2:
+      return by_rows(std::integral_constant<int, 2>{});
+    case 3:
+      return by_rows(std::integral_constant<int, 3>{});
+    case 4:
+      return by_rows(std::integral_constant<int, 4>{});
+    case 8:
+      return by_rows(std::integral_constant<int, 8>{});
+    default:
+      return invalid;
   }
 }
 

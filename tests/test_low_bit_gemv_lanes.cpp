@@ -5,7 +5,8 @@
 // (dequantize, then a float32 matmul) without a GPU: every bit width, partial and per-channel
 // groups, groups not a multiple of 32 (padding units), act-order, more units than threads, 1 to 16
 // rows, vector and element-wise loads of x, float32 (1e-5 of sum |x w|) and bf16 in and out
-// (1e-2). The kernel's own launch and its shuffle/shared-memory sum run in test_low_bit_matmul_cuda.
+// (1e-2). The kernel's own launch and its shuffle/shared-memory sum run in
+// test_low_bit_matmul_cuda.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/BFloat16.h>
@@ -57,7 +58,9 @@ at::Tensor gemv_on_host(const at::Tensor& x, const ops::LowBitWeight& w) {
 // A visitor that launches nothing (argument checks only).
 struct Count {
   template <int, int, typename>
-  int run() const { return 0; }
+  int run() const {
+    return 0;
+  }
 };
 
 struct Shape {
@@ -70,10 +73,10 @@ struct Shape {
 TEST_CASE("the GEMV kernel's threads, run on the CPU, equal the reference") {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(20);
   const Shape shapes[] = {
-      {40, 128, 32, false},  {33, 200, 64, true},    // partial last group, act-order
-      {8, 100, -1, false},   {9, 33, -1, true},      // per channel, 100 and 33 not multiples of 16
-      {7, 480, 48, false},   {6, 4608, 128, false},  // padding units; 288 units for 256 threads
-      {5, 272, 16, true}};                           // groups of one unit
+      {40, 128, 32, false}, {33, 200, 64, true},    // partial last group, act-order
+      {8, 100, -1, false},  {9, 33, -1, true},      // per channel, 100 and 33 not multiples of 16
+      {7, 480, 48, false},  {6, 4608, 128, false},  // padding units; 288 units for 256 threads
+      {5, 272, 16, true}};                          // groups of one unit
   for (const auto& s : shapes) {
     for (int bits : {2, 3, 4, 8}) {
       const ops::LowBitWeight w =
@@ -83,14 +86,17 @@ TEST_CASE("the GEMV kernel's threads, run on the CPU, equal the reference") {
         INFO("W" << bits << " " << s.out << "x" << s.in << " g" << s.group << " rows " << rows);
         const at::Tensor x = at::randn({rows, s.in}, gen);
         const at::Tensor magnitude = at::matmul(x.abs(), dense.abs().t()).clamp_min(1e-3);
+        // The largest error relative to sum |x w| of each output.
+        const auto worst = [&](const at::Tensor& got, const at::Tensor& expected) {
+          return ((got.to(at::kFloat) - expected).abs() / magnitude).max().item<double>();
+        };
         const at::Tensor got = gemv_on_host(x, w);
         REQUIRE(got.scalar_type() == at::kFloat);
-        CHECK(((got - ops::low_bit_matmul_ref(x, w)).abs() / magnitude).max().item<double>() < 1e-5);
+        CHECK(worst(got, ops::low_bit_matmul_ref(x, w)) < 1e-5);
         const at::Tensor xb = x.to(at::kBFloat16);
         const at::Tensor got_bf16 = gemv_on_host(xb, w);
         REQUIRE(got_bf16.scalar_type() == at::kBFloat16);
-        const at::Tensor want_bf16 = ops::low_bit_matmul_ref(xb.to(at::kFloat), w);
-        CHECK(((got_bf16.to(at::kFloat) - want_bf16).abs() / magnitude).max().item<double>() < 1e-2);
+        CHECK(worst(got_bf16, ops::low_bit_matmul_ref(xb.to(at::kFloat), w)) < 1e-2);
       }
     }
   }
@@ -121,8 +127,8 @@ TEST_CASE("the GEMV's launch arguments are checked") {
   }
   // Threads per CTA: a unit each, in whole warps, at most 256.
   a.groups = 1;
-  for (auto [blocks, threads] : {std::pair{1, 32}, {16, 32}, {17, 64}, {32, 64}, {128, 256},
-                                 {1000, 256}}) {
+  for (auto [blocks, threads] :
+       {std::pair{1, 32}, {16, 32}, {17, 64}, {32, 64}, {128, 256}, {1000, 256}}) {
     a.blocks_per_group = blocks;
     CHECK(a.threads() == threads);
   }
@@ -132,8 +138,9 @@ TEST_CASE("the GEMV's launch arguments are checked") {
   a.bits = 3;
   CHECK(cuda::visit_low_bit_gemv(a, Count{}, -1) == 0);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(22);
-  const ops::LowBitWeight w = ops::pack_low_bit(at::randint(0, 4, {4, 64}, gen, at::kInt),
-                                                at::ones({4, 2}), at::zeros({4, 2}), 2, 32, {}, "t");
+  const ops::LowBitWeight w =
+      ops::pack_low_bit(at::randint(0, 4, {4, 64}, gen, at::kInt), at::ones({4, 2}),
+                        at::zeros({4, 2}), 2, 32, {}, "t");
   CHECK_THROWS_WITH(ops::prepare_low_bit_gemv(at::randn({17, 64}), w),
                     Catch::Contains("at most 16"));
 }

@@ -58,8 +58,9 @@ at::Tensor paged_cached_logits(model::CausalLM& model, const at::Tensor& ids,
 // kernels in the build or without a GPU; 0 when the tests can run.
 int cuda_tests_skipped();
 
-// Random packed low-bit weights for the kernel tests: codes and zeros uniform in [0, 2^bits), scales
-// in [0.01, 0.11), `group` -1 for one group per row, a random act-order column order if `permuted`.
+// Random packed low-bit weights for the kernel tests: codes and zeros uniform in [0, 2^bits),
+// scales in [0.01, 0.11), `group` -1 for one group per row, a random act-order column order if
+// `permuted`.
 ops::LowBitWeight random_low_bit_weight(at::Generator& gen, int bits, int64_t out, int64_t in,
                                         int64_t group, bool permuted);
 

@@ -100,7 +100,8 @@ at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
     // One launch for float32 or bf16 x in the inputs' order (act-order adds a gather).
     const LowBitGemvCall call = prepare_low_bit_gemv(x, w);
     if (rows == 0) return call.y.view(output_shape(x, w)).to(x.scalar_type());
-    const int err = cuda::launch_low_bit_gemv(call.args, c10::cuda::getCurrentCUDAStream().stream());
+    const int err =
+        cuda::launch_low_bit_gemv(call.args, c10::cuda::getCurrentCUDAStream().stream());
     if (err != 0)
       fail("low_bit_matmul: CUDA kernel failed: {}",
            cudaGetErrorString(static_cast<cudaError_t>(err)));

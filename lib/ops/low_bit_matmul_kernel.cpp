@@ -44,11 +44,16 @@ RQAT_INLINE Words code_indices(const uint32_t* w, int half) {
     const Words shifts = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
     return (Words{} + w[half]) >> shifts;  // bits 2-3 hold the next code: the table repeats
   } else if constexpr (Bits == 3) {
+    // Bits 0-1 from the low plane; bit 2 from the high plane, where code 16 * half + j has bit
+    // 16 * half + j: a right shift by j (first half, the plane shifted left by 2 beforehand) or by
+    // 14 + j (second half) brings it to bit 2. Bits 3 and up are other codes' bits: the table
+    // repeats every 8 entries.
     const Words low_shifts = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-    const Words high_shifts = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    const Words low = ((Words{} + w[half]) >> low_shifts) & 3u;
-    const Words high = ((Words{} + (w[2] >> (16 * half))) >> high_shifts) & 1u;
-    return low | (high << 2);
+    const Words iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const Words low = (Words{} + w[half]) >> low_shifts;
+    const Words high =
+        half == 0 ? (Words{} + (w[2] << 2)) >> iota : (Words{} + w[2]) >> (iota + 14u);
+    return (low & 3u) | (high & ~3u);  // one bitwise select (vpternlogd on AVX-512)
   } else {
     static_assert(Bits == 4);
     // Words 2h (even codes) and 2h+1 (odd codes) broadcast as one 64-bit value: lane j holds
@@ -76,7 +81,8 @@ template <int Bits>
 RQAT_INLINE Floats dequantized_table(float scale, float zero) {
   const Floats iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   constexpr unsigned kMask = (1u << Bits) - 1;
-  const Floats codes = __builtin_convertvector(__builtin_convertvector(iota, Words) & kMask, Floats);
+  const Floats codes =
+      __builtin_convertvector(__builtin_convertvector(iota, Words) & kMask, Floats);
   return (codes - zero) * scale;
 }
 
@@ -97,7 +103,8 @@ RQAT_INLINE void block_dot(const uint32_t* block, Floats table, const float* x, 
     else
       weights = lookup(table, code_indices<Bits>(block, half));
     Floats(&acc)[Rows] = half == 0 ? lo : hi;
-    for (int r = 0; r < Rows; ++r) acc[r] += weights * load_lanes<Floats>(x + r * x_stride + 16 * half);
+    for (int r = 0; r < Rows; ++r)
+      acc[r] += weights * load_lanes<Floats>(x + r * x_stride + 16 * half);
   }
 }
 
