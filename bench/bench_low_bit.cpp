@@ -21,6 +21,7 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 #include <algorithm>
@@ -225,10 +226,19 @@ double cuda_seconds_per_call(int copies, const std::function<void(int)>& call, b
   at::cuda::CUDAGraph captured;
   {
     // Warm-up (cuBLAS workspaces) and capture on one side stream, as torch asks.
-    c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+    c10::cuda::CUDAStreamGuard guard(side);
     all();
     captured.capture_begin();
-    all();
+    try {
+      all();
+    } catch (...) {
+      // End the capture, so that the stream (and the benchmarks after this one) work again.
+      cudaGraph_t abandoned = nullptr;
+      cudaStreamEndCapture(side.stream(), &abandoned);
+      if (abandoned != nullptr) cudaGraphDestroy(abandoned);
+      throw;
+    }
     captured.capture_end();
   }
   torch::cuda::synchronize();
