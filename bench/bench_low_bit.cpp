@@ -92,42 +92,38 @@ std::vector<Row> layer_stack(int64_t size, int layers, int repeats) {
   std::vector<at::Tensor> dense;
   for (int l = 0; l < layers; ++l) dense.push_back(at::randn({size, size}, gen) / std::sqrt(size));
   std::vector<Row> rows;
-  const int64_t batches[2] = {1, 16};
-  const auto run_dense = [&](at::ScalarType dtype, const char* name) {
-    std::vector<at::Tensor> w;
-    for (const auto& d : dense) w.push_back(d.to(dtype));
-    Row row{name};
-    row.bytes = static_cast<double>(layers * size * size * at::elementSize(dtype));
+  // Tokens/s through the stack at batch 1 and 16, x in `dtype`; `layer(h, l)` applies layer l.
+  const auto measure = [&](Row row, at::ScalarType dtype,
+                           const std::function<at::Tensor(const at::Tensor&, int)>& layer) {
+    const int64_t batches[2] = {1, 16};
     for (int b = 0; b < 2; ++b) {
       const at::Tensor x = at::randn({batches[b], size}, gen).to(dtype);
       const double s = best_seconds(
           [&] {
             at::Tensor h = x;
-            for (const auto& wl : w) h = at::linear(h, wl);
+            for (int l = 0; l < layers; ++l) h = layer(h, l);
           },
           5, repeats);
       row.tokens_per_second[b] = static_cast<double>(batches[b]) / s;
     }
     rows.push_back(row);
   };
-  run_dense(at::kFloat, "float32 (at::linear)");
-  run_dense(at::kBFloat16, "bf16 (at::linear)");
+  for (const auto& [dtype, name] : {std::pair{at::kFloat, "float32 (at::linear)"},
+                                    std::pair{at::kBFloat16, "bf16 (at::linear)"}}) {
+    std::vector<at::Tensor> w;
+    for (const auto& d : dense) w.push_back(d.to(dtype));
+    measure(Row{name, {0, 0}, static_cast<double>(layers * size * size * at::elementSize(dtype))},
+            dtype, [&](const at::Tensor& h, int l) { return at::linear(h, w[l]); });
+  }
   for (int bits : {4, 3, 2}) {
     std::vector<ops::LowBitWeight> w;
-    for (const auto& d : dense) w.push_back(quantize_rtn(d, bits, 128));
-    Row row{fmt::format("packed W{} g128", bits)};
-    for (const auto& wl : w) row.bytes += static_cast<double>(wl.bytes());
-    for (int b = 0; b < 2; ++b) {
-      const at::Tensor x = at::randn({batches[b], size}, gen);
-      const double s = best_seconds(
-          [&] {
-            at::Tensor h = x;
-            for (const auto& wl : w) h = ops::low_bit_matmul(h, wl);
-          },
-          5, repeats);
-      row.tokens_per_second[b] = static_cast<double>(batches[b]) / s;
+    double bytes = 0;
+    for (const auto& d : dense) {
+      w.push_back(quantize_rtn(d, bits, 128));
+      bytes += static_cast<double>(w.back().bytes());
     }
-    rows.push_back(row);
+    measure(Row{fmt::format("packed W{} g128", bits), {0, 0}, bytes}, at::kFloat,
+            [&](const at::Tensor& h, int l) { return ops::low_bit_matmul(h, w[l]); });
   }
   return rows;
 }

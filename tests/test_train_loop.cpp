@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numbers>
 #include <random>
@@ -160,6 +161,15 @@ RunOutcome train_tiny(const std::filesystem::path& out, const RunSettings& setti
   return outcome;
 }
 
+// A state's tensors by name, as load_state reads a checkpoint (undefined when absent).
+std::function<at::Tensor(const std::string&)> lookup_in(const io::NamedTensors& state) {
+  return [&state](const std::string& name) {
+    for (const auto& [n, t] : state)
+      if (n == name) return t;
+    return at::Tensor();
+  };
+}
+
 void require_same_state(const io::NamedTensors& a, const io::NamedTensors& b) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -220,13 +230,7 @@ TEST_CASE("AdamW state round-trips through named tensors and continues identical
     b[1].tensor.copy_(a[1].tensor);
   }
   TrainingOptimizer opt_b(b, {.lr = 1e-2, .weight_decay = 0.5});
-  opt_b.load_state(
-      [&](const std::string& name) {
-        for (const auto& [n, t] : saved)
-          if (n == name) return t;
-        return at::Tensor();
-      },
-      "test");
+  opt_b.load_state(lookup_in(saved), "test");
   for (int i = 3; i < 5; ++i) {
     for (auto* pair : {&a, &b}) {
       auto& opt = pair == &a ? opt_a : opt_b;
@@ -425,13 +429,7 @@ TEST_CASE("sharded state on one process trains as the unsharded optimizer", "[op
       for (auto& p : trainable_parameters(*restored)) p.tensor.copy_(by_name.at(p.name));
     }
     TrainingOptimizer restored_opt(trainable_parameters(*restored), adamw);
-    restored_opt.load_state(
-        [&](const std::string& name) {
-          for (const auto& [n, t] : state)
-            if (n == name) return t;
-          return at::Tensor();
-        },
-        "test");
+    restored_opt.load_state(lookup_in(state), "test");
     sharded_opt.unshard();
     for (auto* model : {plain.get(), restored.get()}) {
       auto& opt = model == plain.get() ? plain_opt : restored_opt;

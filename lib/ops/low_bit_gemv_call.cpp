@@ -17,8 +17,7 @@ LowBitGemvCall prepare_low_bit_gemv(const at::Tensor& x, const LowBitWeight& w) 
   if (rows > cuda::kLowBitGemvMaxRows)
     fail("low_bit_gemv: {} rows of x, the kernel takes at most {}", rows, cuda::kLowBitGemvMaxRows);
   LowBitGemvCall call;
-  at::Tensor xk = x.reshape({rows, w.in_features});
-  if (w.input_order.defined()) xk = xk.index_select(1, w.input_order);
+  at::Tensor xk = in_kernel_order(x, w);
   if (xk.scalar_type() != at::kBFloat16) xk = xk.to(at::kFloat);
   call.x = xk.contiguous();
   call.y = at::empty({rows, w.out_features}, call.x.options());

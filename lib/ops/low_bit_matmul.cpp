@@ -31,12 +31,6 @@ std::vector<int64_t> output_shape(const at::Tensor& x, const LowBitWeight& w) {
   return shape;
 }
 
-// x as (rows, in) in kernel column order.
-at::Tensor kernel_columns(const at::Tensor& x, const LowBitWeight& w) {
-  const at::Tensor rows = x.reshape({-1, w.in_features});
-  return w.input_order.defined() ? rows.index_select(1, w.input_order) : rows;
-}
-
 // Each group's columns zero-padded to whole blocks of 32, as the kernels read them:
 // (rows, groups * blocks_per_group * 32) float32.
 at::Tensor padded_groups(const at::Tensor& x, const LowBitWeight& w) {
@@ -68,7 +62,7 @@ at::Tensor low_bit_matmul_ref(const at::Tensor& x, const LowBitWeight& w) {
 at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& w) {
   check_input(x, w);
   if (!x.device().is_cpu()) fail("low_bit_matmul_cpu_kernel: the input is on {}", x.device().str());
-  const at::Tensor padded = padded_groups(kernel_columns(x, w), w);
+  const at::Tensor padded = padded_groups(in_kernel_order(x, w), w);
   const at::Tensor sums = group_sums(padded, w).contiguous();
   const at::Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous(),
                    zeros = w.zeros.contiguous();

@@ -153,4 +153,9 @@ at::Tensor dequantize_low_bit(const LowBitWeight& w) {
   return out;
 }
 
+at::Tensor in_kernel_order(const at::Tensor& x, const LowBitWeight& weight) {
+  const at::Tensor rows = x.reshape({-1, weight.in_features});
+  return weight.input_order.defined() ? rows.index_select(1, weight.input_order) : rows;
+}
+
 }  // namespace rqat::ops

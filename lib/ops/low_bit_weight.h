@@ -52,6 +52,10 @@ LowBitWeight pack_low_bit(const at::Tensor& codes, const at::Tensor& scales,
 // The codes back, (out, in) int32 in kernel column order: the inverse of pack_low_bit's packing.
 at::Tensor unpack_low_bit_codes(const LowBitWeight& weight);
 
+// x (..., in_features) as (rows, in_features) in the weight's kernel column order (act-order
+// checkpoints gather their columns; otherwise a view).
+at::Tensor in_kernel_order(const at::Tensor& x, const LowBitWeight& weight);
+
 // The float32 (out, in) weight in the inputs' own order (the plain reference of the kernels).
 at::Tensor dequantize_low_bit(const LowBitWeight& weight);
 

@@ -10,13 +10,14 @@ Run: RQAT_BIN=build/apps/rqat .venv/bin/python -m pytest -v -s tests/python/test
 
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
+
+import ranks
 
 RQAT_BIN = os.environ.get("RQAT_BIN", "")
 if not RQAT_BIN or not (os.path.isfile(RQAT_BIN) and os.access(RQAT_BIN, os.X_OK)):
@@ -27,9 +28,7 @@ from grpo_toy import write_grpo_toy  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 TIMEOUT_S = 300
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS", "SLURM_PROCID"):
-    ENV.pop(var, None)
+ENV = ranks.SINGLE_ENV
 
 
 @pytest.fixture(scope="module")
@@ -57,32 +56,13 @@ def train_rows(out):
     return [r for r in rows if r["series"] == "train"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_gloo_processes_reproduce_one(toy, tmp_path):
     # One step from identical weights, so identical rollouts; after it the weights may differ in
     # the last bits (float summation order), which can flip a later sampled token, so the
     # comparison stops at the weights after the first update.
     run(args(toy, tmp_path / "single", steps=1))
     want = train_rows(tmp_path / "single")
-    port = str(free_port())
-    procs = []
-    for rank in (0, 1):
-        env = {**ENV, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        cmd = [str(c) for c in args(toy, tmp_path / "pair", steps=1)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    try:
-        outputs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, (out, err) in zip(procs, outputs):
-        assert p.returncode == 0, f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
+    ranks.launch(args(toy, tmp_path / "pair", steps=1), world=2, timeout_s=TIMEOUT_S)
     got = train_rows(tmp_path / "pair")
     assert len(got) == len(want) == 1
     assert got[0]["reward"] == want[0]["reward"]  # the same rollouts from the same weights

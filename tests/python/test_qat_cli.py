@@ -13,7 +13,6 @@ Run: RQAT_BIN=build/apps/rqat .venv/bin/python -m pytest -v -s tests/python/test
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -33,12 +32,11 @@ if not (TINY / "stories260K.bin").is_file():
     pytest.skip(f"SKIPPED: {TINY} is absent", allow_module_level=True)
 
 from safetensors.torch import load_file, save_file  # noqa: E402
+import ranks  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 TIMEOUT_S = 300
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS", "SLURM_PROCID"):
-    ENV.pop(var, None)
+ENV = ranks.SINGLE_ENV
 
 
 def run(cmd, check=True, env=None):
@@ -105,12 +103,6 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_gloo_processes_reproduce_one(model_dir, tmp_path):
     steps = 12
     single = tmp_path / "single"
@@ -118,22 +110,9 @@ def test_two_gloo_processes_reproduce_one(model_dir, tmp_path):
     want = train_losses(single)
 
     pair = tmp_path / "pair"
-    port = str(free_port())
-    procs = []
-    for rank in (0, 1):
-        env = {**ENV, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        cmd = [str(c) for c in [QAT_SFT, *common_args(model_dir, pair, steps, batch=8), "--micro-batch-size", "4"]]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    try:
-        outputs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
-    finally:
-        for p in procs:  # never leave a rank waiting for its peer
-            if p.poll() is None:
-                p.kill()
-    for p, (out, err) in zip(procs, outputs):
-        assert p.returncode == 0, f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
-    assert "(2 processes, torchrun)" in outputs[0][0]
+    stdout = ranks.launch([QAT_SFT, *common_args(model_dir, pair, steps, batch=8), "--micro-batch-size", "4"],
+                          world=2, timeout_s=TIMEOUT_S)
+    assert "(2 processes, torchrun)" in stdout
     got = train_losses(pair)
     assert sorted(got) == sorted(want) == list(range(1, steps + 1))
     worst = max(abs(got[s] - want[s]) / abs(want[s]) for s in want)

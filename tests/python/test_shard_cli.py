@@ -13,7 +13,6 @@ Run: RQAT_BIN=build/apps/rqat .venv/bin/python -m pytest -v -s tests/python/test
 import json
 import os
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
@@ -31,44 +30,10 @@ TINY = DATA / "tinyllama"
 
 from safetensors.torch import load_file  # noqa: E402
 from grpo_toy import write_grpo_toy  # noqa: E402
+import ranks  # noqa: E402
+from ranks import launch  # noqa: E402
 
-TIMEOUT_S = 300
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS", "SLURM_PROCID"):
-    ENV.pop(var, None)
 MODES = ["optimizer", "gradients", "parameters"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(cmd, world):
-    """Runs `cmd` as `world` torchrun-style processes; returns rank 0's stdout."""
-    cmd = [str(c) for c in cmd]
-    if world == 1:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=ENV)
-        if r.returncode != 0:
-            pytest.fail(f"{' '.join(cmd)} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
-        return r.stdout
-    port = str(free_port())
-    procs = []
-    for rank in range(world):
-        env = {**ENV, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-               "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    try:
-        outputs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
-    finally:
-        for p in procs:  # never leave a rank waiting for its peer
-            if p.poll() is None:
-                p.kill()
-    for rank, (p, (out, err)) in enumerate(zip(procs, outputs)):
-        if p.returncode != 0:
-            pytest.fail(f"rank {rank} of {' '.join(cmd)} exited {p.returncode}\n{out}\n{err}")
-    return outputs[0][0]
 
 
 def train_rows(out):
@@ -94,7 +59,7 @@ def stories(tmp_path_factory):
         pytest.skip(f"SKIPPED: {TINY} is absent")
     out = tmp_path_factory.mktemp("shard") / "stories260K"
     r = subprocess.run([RQAT_BIN, "convert", "--llama2c", str(TINY / "stories260K.bin"), "--tokenizer-bin",
-                        str(TINY / "tok512.bin"), "--out", str(out)], capture_output=True, text=True, env=ENV)
+                        str(TINY / "tok512.bin"), "--out", str(out)], capture_output=True, text=True, env=ranks.SINGLE_ENV)
     assert r.returncode == 0, r.stderr
     return out
 
