@@ -4,7 +4,10 @@
 // sample runs --max-new-tokens tokens. Prints generated tokens/s over the wall time of generate()
 // (the device synchronized, prefill included, as the peer measures it), the KV cache memory in use
 // at the peak against what one contiguous slot of the longest request per running sequence would
-// take, and the preemption count. Lines starting with "RESULT " are for scripts.
+// take, and the preemption count. Then the GPU cost of one decode step counted at the dispatcher
+// (bench/gpu_cost.h: launches, host reads and their bytes, uploads, graph launches; on a GPU the
+// rows of the first decode steps only) and what those counts imply on an H200, as an estimate, for
+// the benchmark's batch at its mean context. Lines starting with "RESULT " are for scripts.
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -12,7 +15,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <iostream>
+
+#include "gpu_cost.h"
 
 #include "cli/engine_flags.h"
 #include "cli/runtime_flags.h"
@@ -20,6 +26,7 @@
 #include "io/error.h"
 #include "io/json_file.h"
 #include "model/model_dir.h"
+#include "ops/kernel_choice.h"
 #include "quant/load_model.h"
 
 namespace {
@@ -35,6 +42,8 @@ int main(int argc, char** argv) {
   std::string model_dir, prompts_file;
   int64_t max_new_tokens = 128, warmup_tokens = 8;
   int samples = 1, repeats = 1;
+  bool count_ops = true;
+  std::string estimate_for;  // ROWSxCONTEXT
   uint64_t seed = 0;
   rqat::generation::SamplingParams sampling;
   sampling.temperature = 0;  // greedy unless asked
@@ -73,10 +82,15 @@ int main(int argc, char** argv) {
                  "Untimed run of every request with this many tokens first (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--estimate-for", estimate_for,
+                 "The H200 estimate for ROWSxCONTEXT (e.g. 256x1024) instead of this run's rows at "
+                 "its mean context");
+  app.add_flag("!--no-count-ops", count_ops,
+               "Skip counting the GPU cost of a decode step (launches, host reads) after timing");
   rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);
   return rqat::cli::run_tool("bench_generate", [&] {
-    runtime.apply_threads();
+    runtime.apply();
     const c10::Device device = runtime.resolved_device();
     const at::ScalarType dtype = runtime.resolved_dtype();
     auto model = rqat::quant::load_model(model_dir, {dtype, device});
@@ -159,5 +173,36 @@ int main(int argc, char** argv) {
         stats.generated_tokens, best_seconds, rows, stats.decode_steps, stats.prefill_tokens,
         stats.preemptions, peak_kv, stats.contiguous_kv_bytes, stats.kv_pool_blocks,
         stats.kv_block_bytes, stats.host_bytes);
+    if (!count_ops) return;
+    // The same batch (rows up to max_batch) for 4 and 12 new tokens: 8 decode steps counted.
+    std::vector<rqat::generation::GenerationRequest> counted;
+    for (int64_t r = 0; r < static_cast<int64_t>(requests.size()) &&
+                        static_cast<int64_t>(counted.size()) * samples < options.max_batch;
+         ++r)
+      counted.push_back(requests[static_cast<size_t>(r)]);
+    const auto cost = rqat::bench::decode_step_cost(*model, counted, options, 4, 12);
+    const int64_t counted_rows = static_cast<int64_t>(counted.size()) * samples;
+    int64_t estimate_rows = rows, context = static_cast<int64_t>(longest) + max_new_tokens / 2;
+    if (!estimate_for.empty() &&
+        std::sscanf(estimate_for.c_str(), "%ldx%ld", &estimate_rows, &context) != 2)
+      rqat::fail("--estimate-for '{}': expected ROWSxCONTEXT, e.g. 256x1024", estimate_for);
+    const auto estimate = rqat::bench::h200_estimate(
+        cost, rqat::bench::decode_step_bytes(*model, estimate_rows, context),
+        rqat::bench::decode_step_flops(*model, estimate_rows, context));
+    std::cout << fmt::format(
+        "rqat: GPU cost of one decode step of {} rows on {} (--kernels {}, counted at the "
+        "dispatcher): {}\n  most launched: {}\n",
+        counted_rows, device.str(), rqat::enum_name(rqat::ops::kernel_mode()), cost.summary(),
+        cost.top_launches());
+    std::cout << fmt::format(
+        "rqat: estimate on an H200 for {} rows at context {} (bf16 weights and KV read once a "
+        "step): {}\n",
+        estimate_rows, context, estimate.text());
+    std::cout << fmt::format(
+        "RESULT decode_step_launches={} decode_step_syncs={} decode_step_host_bytes={} "
+        "decode_step_uploads={} decode_step_unmarked_moves={} decode_step_graph_launches={} "
+        "h200_launch_ms={:.4f} h200_hbm_ms={:.4f} h200_compute_ms={:.4f}\n",
+        cost.launches, cost.syncs, cost.host_bytes, cost.uploads, cost.unmarked_moves,
+        cost.graph_launches, estimate.launch_ms, estimate.hbm_ms, estimate.compute_ms);
   });
 }

@@ -8,6 +8,9 @@
 // The first steps are warmup; the median of the timed steps gives tokens/s. The teacher weights and
 // the token batch go to --weights-out (safetensors) so that the peer starts from the same numbers;
 // both print the loss of the first step (computed from the initial weights) to compare numerics.
+// Then one more step counted at the dispatcher (bench/op_counter.h): its kernel launches, host
+// reads and tensor moves, what it would cost a GPU (the launch-bound time on an H200 is printed
+// as an estimate).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -22,6 +25,8 @@
 #include <iostream>
 #include <map>
 #include <vector>
+
+#include "gpu_cost.h"
 
 #include "io/error.h"
 #include "io/safetensors.h"
@@ -202,6 +207,18 @@ int main(int argc, char** argv) {
         "RESULT tokens_per_s={:.3f} seconds={:.6f} cpu_seconds={:.6f} "
         "first_loss={:.12e} last_loss={:.12e}\n",
         tokens_per_s, median, cpu_median, first_loss, last_loss);
+    rqat::bench::OpCounts cost;
+    {
+      rqat::bench::OpCounter counter;
+      step();
+      cost = counter.counts();
+    }
+    std::cout << fmt::format(
+        "rqat qat-kd step, counted at the dispatcher: {}\n  most launched: {}\n  estimate on "
+        "an H200: {:.3f} ms launch-bound (launches x 4 us, eager)\n",
+        cost.summary(), cost.top_launches(), rqat::bench::h200_estimate(cost, 0, 0).launch_ms);
+    std::cout << fmt::format("RESULT step_launches={} step_syncs={} step_host_bytes={}\n",
+                             cost.launches, cost.syncs, cost.host_bytes);
   } catch (const std::exception& e) {
     std::cerr << "bench_qat_step: " << e.what() << "\n";
     return 1;

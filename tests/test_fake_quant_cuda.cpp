@@ -37,9 +37,9 @@ TEST_CASE("fake quant CUDA kernel equals the CPU reference") {
         auto scale = ((hi - lo) / ((1 << bits) - 1)).clamp_min(1e-8);
         auto zero = at::round(-lo / scale);
         auto ref = rqat::ops::fake_quantize_groupwise_ref(w, scale, zero, bits, s.group);
-        auto gpu =
-            rqat::ops::fake_quantize_groupwise(w.cuda(), scale.cuda(), zero.cuda(), bits, s.group)
-                .cpu();
+        auto gpu = rqat::ops::fake_quantize_groupwise_cuda(w.cuda(), scale.cuda(), zero.cuda(),
+                                                           bits, s.group)
+                       .cpu();
         CHECK(at::equal(gpu, ref));
       }
     }

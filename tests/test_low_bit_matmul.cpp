@@ -130,7 +130,7 @@ TEST_CASE("the CPU kernel takes bf16 inputs and any leading shape", "[low_bit]")
   const Quantized q = random_quantized(c, 7);
   const ops::LowBitWeight w = pack(c, q);
   const at::Tensor x = at::randn({2, 3, c.in}, generator(8), at::kFloat).to(at::kBFloat16);
-  const at::Tensor got = ops::low_bit_matmul(x, w);
+  const at::Tensor got = ops::low_bit_matmul_cpu_kernel(x, w);  // the kernel in any --kernels mode
   REQUIRE(got.sizes() == at::IntArrayRef{2, 3, c.out});
   CHECK(got.scalar_type() == at::kBFloat16);
   // The kernel accumulates the bf16 inputs in float32; the output is rounded to bf16 once.

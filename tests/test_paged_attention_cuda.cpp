@@ -96,8 +96,8 @@ void check_case(const Case& c, at::Generator& gen) {
   const Inputs in = make_inputs(c, gen);
   const auto ref = reference(in, c.scale);
   auto q = in.q.cuda(), key_pool = in.key_pool.cuda();
-  REQUIRE(rqat::ops::paged_decode_kernel_supported(q, key_pool));  // not the ATen fallback
-  const auto out = rqat::ops::paged_decode_attention(
+  REQUIRE(rqat::ops::paged_decode_kernel_supported(q, key_pool));
+  const auto out = rqat::ops::paged_decode_attention_cuda(  // the kernel, in any --kernels mode
       q, key_pool, in.value_pool.cuda(), in.block_tables.cuda(), in.context_lens.cuda(), c.scale);
   REQUIRE(out.scalar_type() == c.dtype);
   REQUIRE(out.sizes() == in.q.sizes());
@@ -186,14 +186,14 @@ TEST_CASE("paged decode kernel replays in a CUDA graph after the lengths change 
   auto lens = at::tensor(std::vector<int32_t>{5, 17, 1, 600}, at::kInt).cuda();
 
   // Warm-up outside the capture (module loading, allocator), then capture on a side stream.
-  rqat::ops::paged_decode_attention(q, key_pool, value_pool, block_tables, lens);
+  rqat::ops::paged_decode_attention_cuda(q, key_pool, value_pool, block_tables, lens);
   torch::cuda::synchronize();
   at::cuda::CUDAGraph graph;
   at::Tensor out;
   {
     at::cuda::CUDAStreamGuard guard(at::cuda::getStreamFromPool());
     graph.capture_begin();
-    out = rqat::ops::paged_decode_attention(q, key_pool, value_pool, block_tables, lens);
+    out = rqat::ops::paged_decode_attention_cuda(q, key_pool, value_pool, block_tables, lens);
     graph.capture_end();
   }
   torch::cuda::synchronize();

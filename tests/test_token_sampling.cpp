@@ -39,7 +39,7 @@ void check_kernel_equals_reference(const at::Tensor& logits, uint64_t seed) {
     uniforms.push_back(rqat::generation::sample_uniform(seed, 0, static_cast<uint64_t>(b)));
   }
   const auto s = rqat::generation::sampling_tensors(params, uniforms, at::kCPU);
-  const auto kernel = rqat::ops::sample_tokens(logits, s);
+  const auto kernel = rqat::ops::sample_tokens_cpu_kernel(logits, s);
   const auto ref = rqat::ops::sample_tokens_ref(logits, s);
   const auto kept = rqat::ops::kept_tokens_ref(logits, s);
   for (int64_t b = 0; b < rows; ++b) {
@@ -86,7 +86,7 @@ TEST_CASE("an all-greedy batch takes the short path to the same tokens") {
   const auto fast = rqat::ops::sample_tokens(logits, s);
   s.all_greedy = false;  // the general paths, row by row
   for (const auto& full :
-       {rqat::ops::sample_tokens(logits, s), rqat::ops::sample_tokens_ref(logits, s)}) {
+       {rqat::ops::sample_tokens_cpu_kernel(logits, s), rqat::ops::sample_tokens_ref(logits, s)}) {
     CHECK(at::equal(fast.token, full.token));
     CHECK(at::allclose(fast.logprob, full.logprob, 0, 1e-5));
     CHECK(at::allclose(fast.tempered_logprob, full.tempered_logprob, 0, 1e-5));

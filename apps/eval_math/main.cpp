@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     run.device = runtime.resolved_device();
     run.dtype = runtime.resolved_dtype();
     run.dequantize = runtime.dequantize;
-    runtime.apply_threads();
+    runtime.apply();
     run.show_progress = !quiet;
     rqat::eval::run_evaluation(run, std::cout);
   });

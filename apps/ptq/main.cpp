@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       calib.data.path = calib_path;
       options.calibration = calib;
     }
-    runtime.apply_threads();
+    runtime.apply();
     options.device = runtime.resolved_device();
     options.dtype = options.device.is_cuda() ? runtime.resolved_dtype() : at::kFloat;
     rqat::tools::run_ptq_command(options, std::cout);

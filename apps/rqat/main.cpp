@@ -1,5 +1,5 @@
 // rqat: the experiment runner and model utilities (init-model, convert (also from llama2.c),
-// logits, info, tokenize, generate) and plan-memory.
+// logits, info, tokenize, generate), plan-memory and doctor.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -8,6 +8,7 @@
 
 #include "cli/engine_flags.h"
 #include "cli/runtime_flags.h"
+#include "doctor_flags.h"
 #include "io/error.h"
 #include "io/manifest.h"
 #include "nll_flags.h"
@@ -157,6 +158,7 @@ int main(int argc, char** argv) {
   rqat::cli::add_run_subcommand(app);
   rqat::cli::add_nll_subcommand(app);
   rqat::cli::add_plan_memory_subcommand(app);
+  rqat::cli::add_doctor_subcommand(app);
   rqat::cli::add_report_subcommand(app);
   rqat::cli::add_sbatch_subcommand(app);
   rqat::cli::add_traces_subcommand(app);
@@ -169,7 +171,7 @@ int main(int argc, char** argv) {
       rqat::tools::init_model_dir(init);
       std::cout << "wrote " << init.out_dir.string() << "\n";
     } else if (*logits_cmd) {
-      runtime.apply_threads();
+      runtime.apply();
       rqat::model::LoadOptions load{runtime.resolved_dtype(), runtime.resolved_device(),
                                     runtime.dequantize};
       rqat::tools::write_logits(model_dir, input, output, load);
@@ -201,7 +203,7 @@ int main(int argc, char** argv) {
         rqat::tools::tokenize_lines(*tokenizer, in, std::cout, add_special);
       }
     } else if (*generate_cmd) {
-      runtime.apply_threads();
+      runtime.apply();
       gen.dtype = runtime.resolved_dtype();
       gen.dequantize = runtime.dequantize;
       gen.device = runtime.resolved_device();

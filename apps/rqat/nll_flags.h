@@ -67,7 +67,7 @@ inline void add_nll_subcommand(CLI::App& app) {
       if (s->max_tokens > 0) o.max_tokens = s->max_tokens;
       if (s->max_documents > 0) o.data.max_documents = static_cast<size_t>(s->max_documents);
       if (!s->json_out.empty()) o.json_out = s->json_out;
-      s->runtime.apply_threads();
+      s->runtime.apply();
       o.dtype = s->runtime.resolved_dtype();
       o.dequantize = s->runtime.dequantize;
       o.device = s->runtime.resolved_device();

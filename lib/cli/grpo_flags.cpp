@@ -46,7 +46,7 @@ tools::GrpoCommandOptions GrpoFlags::resolve() {
   o.prompt.enable_thinking = !disable_thinking;
   quant.resolve(o.bits, o.spec, o.init, o.fake_quant);
   run.resolve(o.trainer, o.backend);
-  runtime.apply_threads();
+  runtime.apply();
   o.device = runtime.resolved_device();
   o.dtype = runtime.resolved_dtype();
   o.dequantize = runtime.dequantize;

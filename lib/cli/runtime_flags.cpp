@@ -11,6 +11,7 @@
 
 #include <iostream>
 
+#include "cli/option_flags.h"
 #include "io/error.h"
 
 namespace rqat::cli {
@@ -37,8 +38,18 @@ at::ScalarType RuntimeFlags::resolved_dtype() const {
   fail("--dtype '{}': expected f32, bf16 or auto", dtype);
 }
 
-void RuntimeFlags::apply_threads() const {
+ops::KernelMode RuntimeFlags::environment_kernel_mode() {
+  try {
+    return ops::kernel_mode_from_environment();
+  } catch (const Error&) {
+    return ops::KernelMode::kAuto;
+  }
+}
+
+void RuntimeFlags::apply() const {
   if (threads > 0) at::set_num_threads(threads);
+  ops::kernel_mode_from_environment();  // a bad $RQAT_KERNELS fails here, in one line
+  ops::set_kernel_mode(kernels);
 }
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
@@ -48,15 +59,7 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
     if (const auto slash = tool.rfind('/'); slash != std::string::npos) tool.erase(0, slash + 1);
     return fmt::format("{}: error: {}\n", tool.empty() ? "rqat" : tool, e.what());
   });
-  app.add_option("--dtype", flags.dtype,
-                 "Compute dtype: f32, bf16 or auto (bf16 on CUDA, f32 on CPU)")
-      ->capture_default_str();
-  app.add_option("--device", flags.device, "Device: cpu, cuda, cuda:N or auto")
-      ->capture_default_str();
-  app.add_option("--threads", flags.threads, "CPU threads (0: all cores)")->capture_default_str();
-  app.add_flag("--dequantize", flags.dequantize,
-               "GPTQ checkpoints: dequantize the quantized layers at load (default: compute from "
-               "the packed low-bit weights)");
+  add_option_flags(app, flags);
 }
 
 void return_large_allocations_to_system() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }

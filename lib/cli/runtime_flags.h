@@ -1,4 +1,5 @@
-// Flags every tool shares: --dtype and --device, parsed into a dtype and a device.
+// Flags every tool shares: --dtype, --device, --threads, --dequantize and --kernels, declared once
+// (io/options.h) and parsed into a dtype, a device and the process's kernel choice.
 #pragma once
 
 #include <ATen/core/ScalarType.h>
@@ -7,6 +8,9 @@
 
 #include <string>
 
+#include "io/options.h"
+#include "ops/kernel_choice.h"
+
 namespace rqat::cli {
 
 struct RuntimeFlags {
@@ -14,13 +18,37 @@ struct RuntimeFlags {
   std::string device = "auto";  // cpu | cuda | cuda:N | auto (cuda when available)
   int threads = 0;              // CPU threads for intra-op parallelism (0: library default)
   bool dequantize = false;      // GPTQ checkpoints: dequantize at load instead of packed kernels
+  // rqat's own kernels or their PyTorch twins (ops/kernel_choice.h); default $RQAT_KERNELS.
+  ops::KernelMode kernels = environment_kernel_mode();
+
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    using io::Role;
+    v.value(self.dtype, "dtype", "Compute dtype: f32, bf16 or auto (bf16 on CUDA, f32 on CPU)");
+    v.value(self.device, "device", "Device: cpu, cuda, cuda:N or auto");
+    v.value(self.threads, "threads", "CPU threads (0: all cores)", Role::kRunControl);
+    v.value(self.dequantize, "dequantize",
+            "GPTQ checkpoints: dequantize the quantized layers at load (default: compute from the "
+            "packed low-bit weights)");
+    v.value(self.kernels, "kernels",
+            "rqat's own kernels: auto (each checked against its PyTorch twin on the device at "
+            "first use, the twin where it disagrees), custom (unchecked) or reference (PyTorch's "
+            "operators only); default $RQAT_KERNELS, else auto",
+            Role::kRunControl);
+  }
 
   c10::Device resolved_device() const;
   at::ScalarType resolved_dtype() const;  // needs the device for "auto"
-  void apply_threads() const;
+  // The CPU threads and the kernel mode for the process (fails naming RQAT_KERNELS when it holds
+  // an unknown mode).
+  void apply() const;
+
+ private:
+  // $RQAT_KERNELS when it names a mode, else auto (apply() reports a bad value in one line).
+  static ops::KernelMode environment_kernel_mode();
 };
 
-// --dtype, --device, --threads, --dequantize; also makes CLI11's parse errors one line ("TOOL: error: ...").
+// The flags of RuntimeFlags; also makes CLI11's parse errors one line ("TOOL: error: ...").
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 
 // Makes every allocation of 1 MiB or more a separate mapping that returns to the system when

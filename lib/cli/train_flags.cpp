@@ -105,7 +105,7 @@ tools::QatCommandOptions QatFlags::resolve(tools::QatObjective objective) {
     o.eval_data = eval;
   }
   o.sequences.layout = parse_enum<data::SequenceLayout>(layout, "--layout");
-  runtime.apply_threads();
+  runtime.apply();
   o.device = runtime.resolved_device();
   o.dtype = runtime.resolved_dtype();
   return o;

@@ -2,8 +2,13 @@
 #include "generation/decode_graphs.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
+#include <chrono>
 #include <iostream>
+
+#include "ops/kernel_choice.h"
+#include "ops/kernel_mark.h"
 
 #ifdef RQAT_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -34,6 +39,8 @@ struct DecodeGraphs::Bucket {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // dst[0, n) = src, dst[n, rows) = fill: real rows in, padding rows harmless.
 void load(at::Tensor& dst, const at::Tensor& src, double fill) {
   const int64_t n = src.size(0);
@@ -49,14 +56,22 @@ DecodeGraphs::DecodeGraphs(model::CausalLM& model, model::PagedKVCache& cache, i
       cache_(cache),
       max_batch_(max_batch),
       max_blocks_(max_blocks),
-      enabled_(enabled && model.options().device().is_cuda()) {}
+      enabled_(enabled && model.options().device().is_cuda() &&
+               ops::use_custom_kernel(ops::Kernel::kCudaGraphs, model.options().device())) {}
 
 DecodeGraphs::~DecodeGraphs() = default;
 
 void DecodeGraphs::disable(const std::string& why) {
-  if (enabled_) std::cerr << "generation: CUDA graphs off, decoding eagerly: " << why << "\n";
+  if (enabled_ && !why.empty())
+    std::cerr << "generation: CUDA graphs off, decoding eagerly: " << why << "\n";
   enabled_ = false;
   buckets_.clear();
+}
+
+// The test-only fault hook (ops/kernel_choice.h): a replay hands out the next ids.
+void DecodeGraphs::perturb_if_faulty(ops::SampledTokens& out) const {
+  if (ops::kernel_fault(ops::Kernel::kCudaGraphs))
+    out.token.add_(1).remainder_(model_.config().vocab_size);
 }
 
 std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep& step,
@@ -114,6 +129,7 @@ std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep& step
   if (first_use) {
     // Eager first (also the warm-up capture needs), then capture on a side stream, replay, compare.
     // All buckets allocate from one memory pool (the first captured bucket's).
+    const auto started = Clock::now();
     at::cuda::MempoolId_t pool{0, 0};
     for (const auto& other : buckets_)
       if (other && other->captured) pool = other->graph.pool();
@@ -139,6 +155,7 @@ std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep& step
       bucket->captured = true;
       ++captures_;
       bucket->graph.replay();
+      perturb_if_faulty(bucket->out);
     } catch (const std::exception& e) {
       const std::string what = e.what();
       disable("capture failed: " + what.substr(0, what.find('\n')));
@@ -147,13 +164,27 @@ std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep& step
                                   eager.tempered_logprob.narrow(0, 0, rows)};
       return std::nullopt;
     }
-    if (!at::equal(bucket->out.token, eager.token)) {
-      disable("the captured step chose other tokens than the eager step");
-      return ops::SampledTokens{eager.token.narrow(0, 0, rows), eager.logprob.narrow(0, 0, rows),
-                                eager.tempered_logprob.narrow(0, 0, rows)};
+    // The graphs' self-check (ops/kernel_choice.h; not with --kernels custom): the replayed step
+    // must choose the eager step's tokens. In auto a mismatch warns once and turns graphs off on
+    // this device for the rest of the process.
+    if (ops::kernel_mode() == ops::KernelMode::kAuto) {
+      ops::KernelCheck check;
+      check.cases = 1;
+      check.worst_case = fmt::format("decode step replayed for a bucket of {} rows", size);
+      check.worst_error = bucket->out.token.ne(eager.token).sum().item<double>();
+      check.passed = check.worst_error == 0;
+      check.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+      ops::record_kernel_check(ops::Kernel::kCudaGraphs, model_.options().device(), check);
+      if (!check.passed) {
+        disable("");  // the kernel choice printed the warning
+        return ops::SampledTokens{eager.token.narrow(0, 0, rows), eager.logprob.narrow(0, 0, rows),
+                                  eager.tempered_logprob.narrow(0, 0, rows)};
+      }
     }
   } else {
+    RQAT_MARK_KERNEL("rqat::cuda_graph_replay");  // one graph launch (bench/op_counter.h)
     bucket->graph.replay();
+    perturb_if_faulty(bucket->out);
     ++replays_;
   }
   return ops::SampledTokens{bucket->out.token.narrow(0, 0, rows),

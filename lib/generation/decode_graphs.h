@@ -4,10 +4,13 @@
 // of fixed shape: a step's rows are copied in, padding rows are made harmless (they write to the
 // reserved block 0 and attend to one position), the graph is replayed.
 //
-// Safety: the first step of each bucket runs eagerly, is then captured with the same inputs and
-// replayed, and the two results must agree (same tokens); otherwise, or when capture throws (a
-// layer that syncs with the host, an old driver), graphs are switched off with one line on stderr
-// and the engine runs eagerly. Nothing of this exists on the CPU or in a build without CUDA.
+// Safety: graphs are one of the kernels of ops/kernel_choice.h (cuda_graphs; the eager step is
+// their twin): off with --kernels reference; in auto the first step of each bucket runs eagerly,
+// is then captured with the same inputs and replayed, and the two results must agree (same
+// tokens), else graphs are switched off for the process with one warning line; and when capture
+// throws (a layer that syncs with the host, an old driver) they are switched off with one line on
+// stderr and the engine runs eagerly. Nothing of this exists on the CPU or in a build without
+// CUDA.
 #pragma once
 
 #include <memory>
@@ -43,7 +46,8 @@ class DecodeGraphs {
 
  private:
   struct Bucket;
-  void disable(const std::string& why);
+  void disable(const std::string& why);  // why: the line to print ("" for none)
+  void perturb_if_faulty(ops::SampledTokens& out) const;
 
   model::CausalLM& model_;
   model::PagedKVCache& cache_;

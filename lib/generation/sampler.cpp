@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "io/error.h"
+#include "ops/host_copy.h"
 
 namespace rqat::generation {
 
@@ -56,7 +57,7 @@ ops::SamplingTensors sampling_tensors(const std::vector<const SamplingParams*>& 
     h[5 * batch + b] = uniforms[static_cast<size_t>(b)];
     all_greedy = all_greedy && p.greedy();
   }
-  auto dev = host.to(device);
+  auto dev = ops::copy_to_device(host, device);
   ops::SamplingTensors s;
   s.inv_temperature = dev[0].to(at::kFloat);
   s.greedy = dev[1].to(at::kBool);
@@ -100,7 +101,7 @@ std::vector<TokenChoice> fetch_choices(const ops::SampledTokens& chosen, int64_t
   // float32 lanes).
   auto id_bits = at::empty({batch}, chosen.logprob.options());
   id_bits.view(at::kInt).copy_(chosen.token);
-  auto packed = at::stack({id_bits, chosen.logprob, chosen.tempered_logprob}).to(at::kCPU);
+  auto packed = ops::copy_to_host(at::stack({id_bits, chosen.logprob, chosen.tempered_logprob}));
   if (host_bytes != nullptr) *host_bytes += packed.numel() * 4;
   const auto id_row = packed[0].view(at::kInt);
   const int32_t* ids = id_row.const_data_ptr<int32_t>();

@@ -34,6 +34,7 @@ void write_manifest(const std::filesystem::path& dir, const Manifest& manifest) 
   json["inputs"] = manifest.inputs;
   json["config"] = manifest.config;
   json["metrics"] = manifest.metrics;
+  if (!manifest.kernels.is_null()) json["kernels"] = manifest.kernels;
   std::filesystem::create_directories(dir);
   write_text_atomically(dir / "manifest.json", json.dump(2) + "\n");
 }

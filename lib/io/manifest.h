@@ -17,6 +17,9 @@ struct Manifest {
   Json inputs = Json::object();   // role -> path, e.g. {"model": "runs/gptq"}
   Json config = Json::object();   // the resolved configuration of the run
   Json metrics = Json::object();  // summary metrics
+  // Which path each of rqat's own kernels took and why (ops::kernel_choices_json): every stage
+  // that computes sets it; null leaves it out.
+  Json kernels = nullptr;
 };
 
 // The commit the tools were built from ("<sha>[-dirty]" or "unknown"); generated at build time.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "io/error.h"
+#include "ops/host_copy.h"
 
 namespace rqat::model {
 
@@ -60,7 +61,7 @@ PagedStep make_paged_step(const std::vector<const PagedSequence*>& seqs,
     context[b] = seq.length + n;
     last[b] = n - 1;
   }
-  auto dev = host.to(device);
+  auto dev = ops::copy_to_device(host, device);
   out.input_ids = dev.narrow(0, 0, n_ids).view({batch, steps});
   out.positions = dev.narrow(0, n_ids, n_ids).view({batch, steps});
   out.slot_mapping = dev.narrow(0, 2 * n_ids, n_ids);

@@ -38,7 +38,9 @@ RotaryEmbedding::RotaryEmbedding(const ModelConfig& config) {
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& positions,
                                                            at::ScalarType dtype) const {
-  auto inv_freq = inv_freq_.to(positions.device());
+  if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != positions.device())
+    inv_freq_on_device_ = inv_freq_.to(positions.device());
+  const auto& inv_freq = inv_freq_on_device_;
   auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // (B, T, D/2)
   auto emb = at::cat({freqs, freqs}, -1);
   return {emb.cos().to(dtype), emb.sin().to(dtype)};

@@ -28,6 +28,8 @@ class RotaryEmbedding {
 
  private:
   at::Tensor inv_freq_;
+  // inv_freq_ on the device of the last positions: copied once, not in every forward.
+  mutable at::Tensor inv_freq_on_device_;
   at::Tensor table_cos_, table_sin_;  // (n, head_dim), grown on demand
 };
 

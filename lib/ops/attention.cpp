@@ -13,6 +13,8 @@
 
 #include "io/error.h"
 #include "ops/attention_kernel.h"
+#include "ops/kernel_choice.h"
+#include "ops/kernel_mark.h"
 
 namespace rqat::ops {
 
@@ -43,6 +45,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
                             const at::Tensor& v_in, const at::Tensor& mask_in) {
+    RQAT_MARK_KERNEL("rqat::fused_attention_forward");
     const auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
     const auto mask = mask_in.contiguous();  // no elements: no mask
     const auto p = problem_of(q, k, mask);
@@ -51,10 +54,18 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     attention_forward_cpu(p, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
                           out.data_ptr<float>(), lse.data_ptr<float>());
     ctx->save_for_backward({q, k, v, mask, out, lse});
+    // Test hook (ops/kernel_choice.h): the output just over the test's 1e-5 of its largest entry
+    // (the backward keeps the true output, so only the forward is off).
+    if (kernel_fault(Kernel::kFusedAttention)) {
+      auto perturbed = out.clone();
+      perturb_kernel_output(perturbed, kFusedAttentionTolerance, out.abs().max());
+      return perturbed;
+    }
     return out;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    RQAT_MARK_KERNEL("rqat::fused_attention_backward");
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &mask = saved[3], &out = saved[4],
                &lse = saved[5];
@@ -121,7 +132,11 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& mask) {
-  if (fused_attention_supported(q, k, v, mask) && fused_attention_faster_here())
+  // The fused kernels where they take the operands and beat SDPA here (or are forced with
+  // --kernels custom), once ops/kernel_choice.h has checked them on this CPU; else SDPA, the twin.
+  if (fused_attention_supported(q, k, v, mask) &&
+      (fused_attention_faster_here() || kernel_mode() == KernelMode::kCustom) &&
+      use_custom_kernel(Kernel::kFusedAttention, q.device()))
     return fused_attention(q, k, v, mask);
   check_shapes(q, k, v, mask);
   return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/false,

@@ -23,11 +23,17 @@ namespace rqat::ops {
 // a 16-thread machine goes to SDPA.
 inline constexpr int64_t kFusedAttentionMaxDim = 64;
 
+// The fused kernels' error against the float64 reference, relative to the largest entry: their
+// test's (and their self-check's) tolerance for the output and for the gradients.
+inline constexpr double kFusedAttentionTolerance = 1e-5;
+inline constexpr double kFusedAttentionGradTolerance = 5e-5;
+
 // q: (B, heads, T, D); k, v: (B, kv_heads, S, D), heads a multiple of kv_heads (query head h uses
 // key/value head h / (heads / kv_heads), as in Hugging Face); mask: bool, (B or 1, 1, T, S), true
 // where a query may see a key, or undefined for no mask. scale defaults to 1/sqrt(D). Returns
 // (B, heads, T, D). A query row that may see no key gives zeros (ATen's math path gives NaN);
-// rqat's masks always let a query see itself. Differentiable in q, k and v.
+// rqat's masks always let a query see itself. Differentiable in q, k and v. The fused kernels run
+// only where ops/kernel_choice.h allows (--kernels; checked at first use in auto).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& mask);
 

@@ -7,12 +7,14 @@
 #include <cmath>
 
 #include "io/error.h"
+#include "ops/kernel_choice.h"
 
 #ifdef RQAT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include "cuda/fake_quant.cuh"
+#include "ops/kernel_mark.h"
 #endif
 
 namespace rqat::ops {
@@ -44,27 +46,39 @@ int64_t checked_group_size(const at::Tensor& w, const at::Tensor& scales, const 
 
 }  // namespace
 
+at::Tensor fake_quantize_groupwise_cuda(const at::Tensor& w, const at::Tensor& scales,
+                                        const at::Tensor& zeros, int bits, int64_t group_size) {
+  const int64_t group = checked_group_size(w, scales, zeros, bits, group_size);
+  if (!w.is_cuda())
+    fail("fake_quantize: the CUDA kernel takes CUDA tensors, got {}", w.device().str());
+#ifdef RQAT_WITH_CUDA
+  RQAT_MARK_KERNEL("rqat::fake_quant_groupwise");
+  auto wc = w.contiguous();
+  auto out = at::empty_like(wc);
+  auto sc = scales.contiguous(), zc = zeros.contiguous();
+  const auto dtype =
+      w.scalar_type() == at::kFloat ? cuda::FakeQuantDType::kF32 : cuda::FakeQuantDType::kBF16;
+  const int err = cuda::launch_fake_quant_groupwise(
+      wc.data_ptr(), out.data_ptr(), sc.data_ptr<float>(), zc.data_ptr<float>(), wc.size(0),
+      wc.size(1), group, bits, dtype, c10::cuda::getCurrentCUDAStream().stream());
+  if (err != 0)
+    fail("fake_quantize: CUDA kernel failed: {}",
+         cudaGetErrorString(static_cast<cudaError_t>(err)));
+  if (kernel_fault(Kernel::kFakeQuant)) perturb_kernel_output(out, 0, at::Tensor());
+  return out;
+#else
+  (void)group;
+  fail("fake_quantize: rqat was built without CUDA kernels (nvcc not found at build time)");
+#endif
+}
+
 at::Tensor fake_quantize_groupwise(const at::Tensor& w, const at::Tensor& scales,
                                    const at::Tensor& zeros, int bits, int64_t group_size) {
   const int64_t group = checked_group_size(w, scales, zeros, bits, group_size);
-  if (w.is_cuda()) {
-#ifdef RQAT_WITH_CUDA
-    auto wc = w.contiguous();
-    auto out = at::empty_like(wc);
-    auto sc = scales.contiguous(), zc = zeros.contiguous();
-    const auto dtype =
-        w.scalar_type() == at::kFloat ? cuda::FakeQuantDType::kF32 : cuda::FakeQuantDType::kBF16;
-    const int err = cuda::launch_fake_quant_groupwise(
-        wc.data_ptr(), out.data_ptr(), sc.data_ptr<float>(), zc.data_ptr<float>(), wc.size(0),
-        wc.size(1), group, bits, dtype, c10::cuda::getCurrentCUDAStream().stream());
-    if (err != 0)
-      fail("fake_quantize: CUDA kernel failed: {}",
-           cudaGetErrorString(static_cast<cudaError_t>(err)));
-    return out;
-#else
-    fail("fake_quantize: rqat was built without CUDA kernels (nvcc not found at build time)");
-#endif
-  }
+  if (w.is_cuda() && custom_kernel_exists(Kernel::kFakeQuant, w.device()) &&
+      use_custom_kernel(Kernel::kFakeQuant, w.device()))
+    return fake_quantize_groupwise_cuda(w, scales, zeros, bits, group_size);
+  // The twin (and every other device's path): ATen composites in float32.
   const int64_t rows = w.size(0), groups = w.size(1) / group;
   const double max_q = std::ldexp(1.0, bits) - 1;
   auto grouped = w.to(at::kFloat).view({rows, groups, group});

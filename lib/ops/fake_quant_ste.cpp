@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "io/error.h"
+#include "ops/host_copy.h"
+#include "ops/kernel_choice.h"
+#include "ops/kernel_mark.h"
 #include "ops/vector_lanes.h"
 
 #ifdef RQAT_WITH_CUDA
@@ -65,7 +68,7 @@ Operands fused_operands(const char* what, const at::Tensor& w, const at::Tensor&
   op.w = w.contiguous();
   op.scales = scales.contiguous();
   op.zeros = zeros.contiguous();
-  op.g_idx = g_idx.to(w.device(), at::kInt).contiguous();
+  op.g_idx = on_device(g_idx, w.device(), at::kInt).contiguous();
   op.rows = w.size(0);
   op.cols = w.size(1);
   op.groups = scales.size(1);
@@ -242,8 +245,8 @@ void check_cuda(int err, const char* what) {
 
 // The fused forward (grad undefined) or backward (grad: contiguous, as op.w) on op.w's device:
 // the CPU loops or the CUDA kernels, which write into a fresh tensor.
-at::Tensor run_fused(const char* what, const Operands& op, const at::Tensor& grad,
-                     int64_t max_code) {
+at::Tensor run_fused_on_device(const char* what, const Operands& op, const at::Tensor& grad,
+                               int64_t max_code) {
   if (op.w.is_cpu()) return fused_cpu(op, grad, max_code, what);
 #ifdef RQAT_WITH_CUDA
   if (op.w.is_cuda()) {
@@ -267,7 +270,21 @@ at::Tensor run_fused(const char* what, const Operands& op, const at::Tensor& gra
        op.w.device().str());
 }
 
+// The kernels' output, perturbed by the test-only fault hook (ops/kernel_choice.h) when armed.
+at::Tensor run_fused(const char* what, const Operands& op, const at::Tensor& grad,
+                     int64_t max_code) {
+  RQAT_MARK_KERNEL(grad.defined() ? "rqat::fake_quant_ste_backward"
+                                  : "rqat::fake_quant_ste_forward");
+  at::Tensor out = run_fused_on_device(what, op, grad, max_code);
+  if (kernel_fault(Kernel::kFakeQuant)) perturb_kernel_output(out, 0, at::Tensor());
+  return out;
+}
+
 }  // namespace
+
+bool use_fused_fake_quant_ste(const at::Tensor& w) {
+  return fused_fake_quant_ste_supported(w) && use_custom_kernel(Kernel::kFakeQuant, w.device());
+}
 
 bool fused_fake_quant_ste_supported(const at::Tensor& w) {
   if (!w.defined() || w.scalar_type() != at::kFloat) return false;
@@ -302,7 +319,7 @@ at::Tensor fake_quantize_ste_forward_ref(const at::Tensor& w, const at::Tensor& 
                                          const at::Tensor& zeros, const at::Tensor& g_idx,
                                          int64_t max_code) {
   check_operands("fake_quantize_ste_forward_ref", w, scales, zeros, g_idx, max_code, false);
-  auto index = g_idx.to(w.device(), at::kLong);
+  auto index = on_device(g_idx, w.device(), at::kLong);
   auto s = scales.index_select(1, index), z = zeros.index_select(1, index);
   auto q = at::clamp(at::round(w / s) + z, 0, max_code);  // at::round: half to even
   return (q - z) * s;
@@ -312,7 +329,7 @@ at::Tensor fake_quantize_ste_backward_ref(const at::Tensor& grad_wq, const at::T
                                           const at::Tensor& scales, const at::Tensor& zeros,
                                           const at::Tensor& g_idx, int64_t max_code) {
   check_operands("fake_quantize_ste_backward_ref", w, scales, zeros, g_idx, max_code, false);
-  auto index = g_idx.to(w.device(), at::kLong);
+  auto index = on_device(g_idx, w.device(), at::kLong);
   auto s = scales.index_select(1, index), z = zeros.index_select(1, index);
   auto code = at::round(w / s) + z;  // before clamping
   auto inside = at::logical_not(at::logical_or(at::lt(code, 0), at::gt(code, max_code)));

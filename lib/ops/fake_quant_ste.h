@@ -19,6 +19,9 @@ namespace rqat::ops {
 // Whether the fused kernels run for this weight: float32 on the CPU, or on CUDA when rqat was
 // built with its CUDA kernels. Otherwise callers use the *_ref composite (any float dtype).
 bool fused_fake_quant_ste_supported(const at::Tensor& w);
+// Whether a caller should run them: supported, and ops/kernel_choice.h picks the custom kernel on
+// w's device (else the *_ref composites, its twin, which give the same bits).
+bool use_fused_fake_quant_ste(const at::Tensor& w);
 
 // w: (out, in) float32; scales, zeros: (out, groups) float32; g_idx: (in) int32 or int64 with
 // entries in [0, groups); all on one device; max_code = 2^bits - 1 >= 1. Any layout (inputs are

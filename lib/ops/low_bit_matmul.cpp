@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 
 #include "io/error.h"
+#include "ops/kernel_choice.h"
+#include "ops/kernel_mark.h"
 #include "ops/low_bit_gemv_call.h"
 #include "ops/low_bit_matmul_kernel.h"
 
@@ -51,7 +53,20 @@ at::Tensor group_sums(const at::Tensor& padded, const LowBitWeight& w) {
   return padded.view({padded.size(0), w.groups(), w.blocks_per_group() * 32}).sum(-1);
 }
 
+// The test-only fault hook (ops/kernel_choice.h): y off by just over the kernels' tolerance.
+void perturb_if_faulty(at::Tensor& y, const at::Tensor& x, const LowBitWeight& w) {
+  if (!kernel_fault(Kernel::kLowBitMatmul)) return;
+  const double tolerance =
+      x.scalar_type() == at::kFloat ? kLowBitMatmulTolerance : kLowBitMatmulTolerance16;
+  perturb_kernel_output(y, tolerance, low_bit_error_scale(x, w).view(y.sizes()));
+}
+
 }  // namespace
+
+at::Tensor low_bit_error_scale(const at::Tensor& x, const LowBitWeight& w) {
+  const at::Tensor weight = dequantize_low_bit(w).to(x.device());
+  return at::matmul(x.to(at::kFloat).abs(), weight.abs().t()).clamp_min(1e-3);
+}
 
 at::Tensor low_bit_matmul_ref(const at::Tensor& x, const LowBitWeight& w) {
   check_input(x, w);
@@ -59,9 +74,16 @@ at::Tensor low_bit_matmul_ref(const at::Tensor& x, const LowBitWeight& w) {
   return at::matmul(x.to(at::kFloat), weight.t()).to(x.scalar_type());
 }
 
+at::Tensor low_bit_matmul_dense(const at::Tensor& x, const LowBitWeight& w) {
+  check_input(x, w);
+  const at::Tensor weight = dequantize_low_bit(w).to(x.device(), x.scalar_type());
+  return at::matmul(x, weight.t());
+}
+
 at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& w) {
   check_input(x, w);
   if (!x.device().is_cpu()) fail("low_bit_matmul_cpu_kernel: the input is on {}", x.device().str());
+  RQAT_MARK_KERNEL("rqat::low_bit_matmul_cpu");
   const at::Tensor padded = padded_groups(in_kernel_order(x, w), w);
   const at::Tensor sums = group_sums(padded, w).contiguous();
   const at::Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous(),
@@ -82,30 +104,50 @@ at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& w)
   args.bits = w.bits;
   args.y = y.data_ptr<float>();
   if (args.batch > 0) low_bit_matmul_cpu(args);
-  return y.view(output_shape(x, w)).to(x.scalar_type());
+  at::Tensor out = y.view(output_shape(x, w)).to(x.scalar_type());
+  perturb_if_faulty(out, x, w);
+  return out;
 }
 
-at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
+at::Tensor low_bit_matmul_cuda_kernel(const at::Tensor& x, const LowBitWeight& w) {
   check_input(x, w);
-  const int64_t rows = x.numel() / w.in_features;
-  if (x.device().is_cpu() && rows <= kLowBitKernelRows) return low_bit_matmul_cpu_kernel(x, w);
 #ifdef RQAT_WITH_CUDA
-  if (x.is_cuda() && rows <= cuda::kLowBitGemvMaxRows) {
-    // One launch for float32 or bf16 x in the inputs' order (act-order adds a gather).
-    const LowBitGemvCall call = prepare_low_bit_gemv(x, w);
-    if (rows == 0) return call.y.view(output_shape(x, w)).to(x.scalar_type());
+  if (!x.is_cuda()) fail("low_bit_matmul_cuda_kernel: the input is on {}", x.device().str());
+  const int64_t rows = x.numel() / w.in_features;
+  if (rows > cuda::kLowBitGemvMaxRows)
+    fail("low_bit_matmul_cuda_kernel: {} rows (at most {})", rows, cuda::kLowBitGemvMaxRows);
+  RQAT_MARK_KERNEL("rqat::low_bit_gemv");
+  // One launch for float32 or bf16 x in the inputs' order (act-order adds a gather).
+  const LowBitGemvCall call = prepare_low_bit_gemv(x, w);
+  if (rows > 0) {
     const int err =
         cuda::launch_low_bit_gemv(call.args, c10::cuda::getCurrentCUDAStream().stream());
     if (err != 0)
       fail("low_bit_matmul: CUDA kernel failed: {}",
            cudaGetErrorString(static_cast<cudaError_t>(err)));
-    return call.y.view(output_shape(x, w)).to(x.scalar_type());
   }
+  at::Tensor out = call.y.view(output_shape(x, w)).to(x.scalar_type());
+  perturb_if_faulty(out, x, w);
+  return out;
+#else
+  fail("low_bit_matmul_cuda_kernel: rqat was built without CUDA kernels (input on {})",
+       x.device().str());
 #endif
-  // Many rows (prefill) or no kernel for the device: dequantize once, then a dense matmul in the
-  // input's dtype.
-  const at::Tensor weight = dequantize_low_bit(w).to(x.device(), x.scalar_type());
-  return at::matmul(x, weight.t());
+}
+
+at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
+  check_input(x, w);
+  const int64_t rows = x.numel() / w.in_features;
+  if (x.device().is_cpu() && rows <= kLowBitKernelRows &&
+      use_custom_kernel(Kernel::kLowBitMatmul, x.device()))
+    return low_bit_matmul_cpu_kernel(x, w);
+#ifdef RQAT_WITH_CUDA
+  if (x.is_cuda() && rows <= cuda::kLowBitGemvMaxRows &&
+      use_custom_kernel(Kernel::kLowBitMatmul, x.device()))
+    return low_bit_matmul_cuda_kernel(x, w);
+#endif
+  // Many rows (prefill), no kernel for the device, or the twin chosen.
+  return low_bit_matmul_dense(x, w);
 }
 
 }  // namespace rqat::ops

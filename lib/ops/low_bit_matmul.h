@@ -5,8 +5,11 @@
 // low_bit_matmul dispatches on the device and the number of rows of x:
 //   CPU, rows <= kLowBitKernelRows   the packed kernel (ops/low_bit_matmul_kernel.h);
 //   CUDA, rows <= 16                 the packed GEMV (cuda/low_bit_gemv.cuh), when built with CUDA;
-//   otherwise                        the weight dequantized once for the call, then a dense matmul
-//                                    (prefill of long prompts: compute-bound, where dense GEMM wins).
+//   otherwise                        low_bit_matmul_dense: the weight dequantized once for the
+//                                    call, then a dense matmul (prefill of long prompts:
+//                                    compute-bound, where dense GEMM wins).
+// The kernels run only where ops/kernel_choice.h allows (--kernels; checked at first use in
+// auto); low_bit_matmul_dense, built from PyTorch's operators only, is their twin.
 // low_bit_matmul_ref is the plain reference both kernels are tested against: dequantize, then
 // matmul in float32.
 #pragma once
@@ -19,12 +22,23 @@ namespace rqat::ops {
 
 inline constexpr int64_t kLowBitKernelRows = 64;
 
+// The kernels' error measure and tolerance (their tests', and their self-check's): the largest
+// |y - y_ref| relative to low_bit_error_scale, the sum |x| |w| of each output (at least 1e-3):
+// float32 summation order for float32 inputs, one rounding of the output for 16-bit ones.
+inline constexpr double kLowBitMatmulTolerance = 1e-5;
+inline constexpr double kLowBitMatmulTolerance16 = 1e-2;
+at::Tensor low_bit_error_scale(const at::Tensor& x, const LowBitWeight& weight);
+
 // x: (..., in_features) float32, bfloat16 or float16 on the weight's device. Returns (...,
 // out_features) in x's dtype (float32 accumulation).
 at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& weight);
 at::Tensor low_bit_matmul_ref(const at::Tensor& x, const LowBitWeight& weight);
+// The dense path (and the kernels' twin): the weight dequantized to x's dtype, then at::matmul.
+at::Tensor low_bit_matmul_dense(const at::Tensor& x, const LowBitWeight& weight);
 
-// The CPU kernel whatever the number of rows (tests and benchmarks).
+// The kernels themselves, whatever the number of rows (tests, benchmarks and the self-check):
+// the CPU kernel, and the CUDA GEMV (at most 16 rows; a CUDA build).
 at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& weight);
+at::Tensor low_bit_matmul_cuda_kernel(const at::Tensor& x, const LowBitWeight& weight);
 
 }  // namespace rqat::ops

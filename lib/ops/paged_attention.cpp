@@ -8,12 +8,14 @@
 #include <limits>
 
 #include "io/error.h"
+#include "ops/kernel_choice.h"
 
 #ifdef RQAT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include "cuda/paged_decode_attention.cuh"
+#include "ops/kernel_mark.h"
 #endif
 
 namespace rqat::ops {
@@ -123,12 +125,23 @@ bool paged_decode_kernel_supported(const at::Tensor& q, const at::Tensor& key_po
 #endif
 }
 
-at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& key_pool,
-                                  const at::Tensor& value_pool, const at::Tensor& block_tables,
-                                  const at::Tensor& context_lens, double scale) {
+double paged_decode_rtol(at::ScalarType dtype) {
+  if (dtype == at::kBFloat16) return std::ldexp(1.0, -7);
+  if (dtype == at::kHalf) return std::ldexp(1.0, -10);
+  return 1e-5;
+}
+
+double paged_decode_atol(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-5 : 2e-5; }
+
+at::Tensor paged_decode_attention_cuda(const at::Tensor& q, const at::Tensor& key_pool,
+                                       const at::Tensor& value_pool, const at::Tensor& block_tables,
+                                       const at::Tensor& context_lens, double scale) {
   if (!paged_decode_kernel_supported(q, key_pool))
-    return paged_decode_attention_ref(q, key_pool, value_pool, block_tables, context_lens, scale);
+    fail("paged attention: no CUDA kernel for q {} {} on {} with head_dim {}", c10::str(q.sizes()),
+         c10::toString(q.scalar_type()), q.device().str(),
+         key_pool.dim() == 4 ? key_pool.size(3) : -1);
 #ifdef RQAT_WITH_CUDA
+  RQAT_MARK_KERNEL("rqat::paged_decode_attention");
   const auto s = check_decode(q, key_pool, value_pool, block_tables, context_lens, scale);
   if (!key_pool.is_contiguous() || !value_pool.is_contiguous())
     fail("paged attention: the key and value pools must be contiguous");
@@ -161,10 +174,29 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& key_poo
   if (err != 0)
     fail("paged attention: CUDA kernel failed: {}",
          cudaGetErrorString(static_cast<cudaError_t>(err)));
+  // Test hook (ops/kernel_choice.h): just over atol + rtol |out|.
+  if (kernel_fault(Kernel::kPagedDecodeAttention)) {
+    const double rtol = paged_decode_rtol(q.scalar_type());
+    perturb_kernel_output(out, rtol,
+                          out.abs().to(at::kFloat) + paged_decode_atol(q.scalar_type()) / rtol);
+  }
   return out;
 #else
+  (void)value_pool;
+  (void)block_tables;
+  (void)context_lens;
+  (void)scale;
   return {};
 #endif
+}
+
+at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& key_pool,
+                                  const at::Tensor& value_pool, const at::Tensor& block_tables,
+                                  const at::Tensor& context_lens, double scale) {
+  if (paged_decode_kernel_supported(q, key_pool) &&
+      use_custom_kernel(Kernel::kPagedDecodeAttention, q.device()))
+    return paged_decode_attention_cuda(q, key_pool, value_pool, block_tables, context_lens, scale);
+  return paged_decode_attention_ref(q, key_pool, value_pool, block_tables, context_lens, scale);
 }
 
 }  // namespace rqat::ops

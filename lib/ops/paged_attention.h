@@ -13,8 +13,9 @@
 //   first half of the reference;
 // - paged_decode_attention(): one query per sequence (a decode step) against its context_lens[b]
 //   cached positions. On CUDA with bf16/f16/f32 operands it runs the flash-decoding kernel of
-//   cuda/paged_decode_attention.cu; everywhere else paged_decode_attention_ref, which gathers and
-//   then does the plain maths (matmul, softmax in float32, matmul), and is what tests compare with.
+//   cuda/paged_decode_attention.cu; everywhere else (and when ops/kernel_choice.h says so)
+//   paged_decode_attention_ref, which gathers and then does the plain maths (matmul, softmax in
+//   float32, matmul), and is what tests compare with.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -45,8 +46,21 @@ at::Tensor paged_decode_attention_ref(const at::Tensor& q, const at::Tensor& key
                                       const at::Tensor& context_lens, double scale = 0,
                                       int64_t max_context = 0);
 
-// Whether paged_decode_attention runs the CUDA kernel for these operands (CUDA build, CUDA
-// tensors, a supported head size and dtype).
+// Whether the CUDA kernel takes these operands (CUDA build, CUDA tensors, a supported head size
+// and dtype). paged_decode_attention runs it there unless ops/kernel_choice.h picks the reference,
+// its twin (--kernels; checked at first use in auto).
 bool paged_decode_kernel_supported(const at::Tensor& q, const at::Tensor& key_pool);
+
+// The CUDA kernel itself (the self-check and tests call it); operands as paged_decode_attention's,
+// which paged_decode_kernel_supported must accept.
+at::Tensor paged_decode_attention_cuda(const at::Tensor& q, const at::Tensor& key_pool,
+                                       const at::Tensor& value_pool, const at::Tensor& block_tables,
+                                       const at::Tensor& context_lens, double scale = 0);
+
+// The kernel's tolerance against the float64 reference, |out - ref| <= atol + rtol |ref| (its
+// test's and its self-check's): float32 sums for float32 outputs; for bf16 and f16 also the one
+// rounding of the output (half a unit in the last place, doubled).
+double paged_decode_rtol(at::ScalarType dtype);
+double paged_decode_atol(at::ScalarType dtype);
 
 }  // namespace rqat::ops

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "io/error.h"
+#include "ops/kernel_choice.h"
+#include "ops/kernel_mark.h"
 
 namespace rqat::ops {
 
@@ -142,8 +144,14 @@ SampledTokens greedy_tokens(const at::Tensor& logits) {
   return {token, logprob, logprob};
 }
 
-SampledTokens sample_tokens_cpu(const at::Tensor& logits, const SamplingTensors& s) {
-  auto x = logits.contiguous();
+}  // namespace
+
+SampledTokens sample_tokens_cpu_kernel(const at::Tensor& logits, const SamplingTensors& s) {
+  check_settings(logits, s);
+  if (!logits.is_cpu())
+    fail("sample_tokens_cpu_kernel: the logits are on {}", logits.device().str());
+  RQAT_MARK_KERNEL("rqat::sample_tokens_cpu");
+  auto x = logits.detach().to(at::kFloat).contiguous();
   const int64_t batch = x.size(0), vocab = x.size(1);
   auto xt = x * s.inv_temperature.view({batch, 1});
   auto probs = at::softmax(xt, 1).contiguous();
@@ -168,10 +176,10 @@ SampledTokens sample_tokens_cpu(const at::Tensor& logits, const SamplingTensors&
   auto index = token.view({batch, 1});
   auto logprob = x.gather(1, index).view({batch}) - lse;
   auto tempered = at::where(greedy, logprob, xt.gather(1, index).view({batch}) - lse_t);
+  // Test hook (ops/kernel_choice.h): every row's token moved to the next id.
+  if (kernel_fault(Kernel::kTokenSampling)) token = (token + 1).remainder_(vocab);
   return {token, logprob, tempered};
 }
-
-}  // namespace
 
 at::Tensor kept_tokens_ref(const at::Tensor& logits, const SamplingTensors& s) {
   check_settings(logits, s);
@@ -223,7 +231,8 @@ SampledTokens sample_tokens(const at::Tensor& logits, const SamplingTensors& s) 
   // One conversion here for every caller: bf16 rows on the CPU take the kernel too.
   const auto x = logits.detach().to(at::kFloat);
   if (s.all_greedy) return greedy_tokens(x);
-  if (x.device().is_cpu()) return sample_tokens_cpu(x, s);
+  if (x.device().is_cpu() && use_custom_kernel(Kernel::kTokenSampling, x.device()))
+    return sample_tokens_cpu_kernel(x, s);
   return sample_tokens_ref(x, s);
 }
 

@@ -44,9 +44,13 @@ struct SampledTokens {
 };
 
 // logits: (B, V), any float dtype (computed in float32). CPU rows go to the fused kernel (one pass
-// per filter over each row, rows in parallel); everything else to sample_tokens_ref. Non-finite
-// log-sum-exp of a row is not checked here (the caller checks the returned log-probabilities).
+// per filter over each row, rows in parallel) unless ops/kernel_choice.h picks its twin;
+// everything else to sample_tokens_ref. Non-finite log-sum-exp of a row is not checked here (the
+// caller checks the returned log-probabilities).
 SampledTokens sample_tokens(const at::Tensor& logits, const SamplingTensors& settings);
+
+// The fused CPU kernel itself (tests and the self-check call it).
+SampledTokens sample_tokens_cpu_kernel(const at::Tensor& logits, const SamplingTensors& settings);
 
 // ATen composites on any device (a stable sort per row): the reference, and the CUDA path.
 SampledTokens sample_tokens_ref(const at::Tensor& logits, const SamplingTensors& settings);

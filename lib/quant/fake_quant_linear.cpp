@@ -12,6 +12,7 @@
 
 #include "io/error.h"
 #include "ops/fake_quant_ste.h"
+#include "ops/host_copy.h"
 #include "quant/rtn.h"
 #include "quant/uniform_quantizer.h"
 
@@ -106,13 +107,14 @@ at::Tensor fake_quantize_ste(const at::Tensor& w, const at::Tensor& scales, cons
   // The fused kernels cover the frozen case only: they compute no scale or zero gradient.
   const bool scale_grad_possible =
       at::GradMode::is_enabled() && (scales.requires_grad() || zeros.requires_grad());
-  const bool fused = !scale_grad_possible && ops::fused_fake_quant_ste_supported(w) &&
-                     scales.device() == w.device() && zeros.device() == w.device();
+  // (ops::use_fused_fake_quant_ste last: it counts the call as one of the kernel's.)
+  const bool fused = !scale_grad_possible && scales.device() == w.device() &&
+                     zeros.device() == w.device() && ops::use_fused_fake_quant_ste(w);
   // Custom functions take defined tensors only: "no grad scale" is a scale of 1.
   auto scale =
       grad_scale.defined() ? grad_scale.to(scales.options()) : at::ones({}, scales.options());
   // The kernels read int32 g_idx (the layer's buffer, no copy); index_select wants int64.
-  auto index = g_idx.to(w.device(), fused ? at::kInt : at::kLong);
+  auto index = ops::on_device(g_idx, w.device(), fused ? at::kInt : at::kLong);
   return FakeQuantFunction::apply(w, scales, zeros, index, (int64_t{1} << bits) - 1, scale, fused);
 }
 

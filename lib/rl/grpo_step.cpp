@@ -11,6 +11,7 @@
 #include <random>
 #include <span>
 
+#include "ops/host_copy.h"
 #include "rl/policy_logprobs.h"
 
 namespace rqat::rl {
@@ -21,9 +22,19 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::vector<float> row_values(const at::Tensor& values, const at::Tensor& mask, int64_t row) {
-  const at::Tensor v = values[row].masked_select(mask[row]).to(at::kCPU).contiguous();
-  return {v.data_ptr<float>(), v.data_ptr<float>() + v.numel()};
+// Each row's values where its mask is set, read back in one copy for all rows (a masked_select
+// per row made the host wait for the device once per sequence).
+std::vector<std::vector<float>> masked_rows(const at::Tensor& values, const at::Tensor& mask) {
+  const at::Tensor host =
+      ops::copy_to_host(at::stack({values.to(at::kFloat), mask.to(at::kFloat)})).contiguous();
+  const int64_t rows = values.size(0), columns = values.size(1);
+  const float* v = host.data_ptr<float>();
+  const float* m = v + rows * columns;
+  std::vector<std::vector<float>> out(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < columns; ++t)
+      if (m[r * columns + t] != 0) out[static_cast<size_t>(r)].push_back(v[r * columns + t]);
+  return out;
 }
 
 // Consecutive chunks of at most `micro` rows (0: one chunk) of a minibatch; none is empty (an
@@ -103,8 +114,9 @@ void GrpoStep::compute_old_and_reference_logprobs(std::vector<Sample>& samples,
     const PolicyBatch batch = make_policy_batch(seqs, options_.pad_id, options_.device);
     const auto fill = [&](model::CausalLM& model, auto member) {
       const PolicyLogprobs lp = policy_logprobs(model, batch, options_.temperature, false);
+      auto rows_of_chunk = masked_rows(lp.logp, batch.completion_mask);
       for (size_t j = 0; j < chunk.size(); ++j)
-        samples[chunk[j]].*member = row_values(lp.logp, batch.completion_mask, static_cast<int64_t>(j));
+        samples[chunk[j]].*member = std::move(rows_of_chunk[j]);
     };
     if (!old_is_current) fill(policy_, &Sample::old_logp);
     if (reference_) fill(*reference_, &Sample::ref_logp);

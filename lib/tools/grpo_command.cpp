@@ -8,6 +8,7 @@
 #include "io/error.h"
 #include "io/manifest.h"
 #include "model/model_dir.h"
+#include "ops/kernel_choice.h"
 #include "quant/load_model.h"
 #include "quant/packed_gptq_linear.h"
 #include "quant/quant_state.h"
@@ -180,6 +181,7 @@ void write_artifact(const GrpoCommandOptions& o, Policy& policy, const io::Json&
   metrics.write_hdf5({{"tool", "grpo"}});
   io::Manifest manifest;
   manifest.tool = "grpo";
+  manifest.kernels = ops::kernel_choices_json();
   manifest.inputs["model"] = o.model_dir.string();
   manifest.inputs["data"] = o.data.string();
   manifest.config = fingerprint;

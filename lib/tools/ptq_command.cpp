@@ -11,6 +11,7 @@
 #include "io/hdf5_columns.h"
 #include "io/manifest.h"
 #include "model/model_dir.h"
+#include "ops/kernel_choice.h"
 #include "quant/bnb_checkpoint.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/gptq_packing.h"
@@ -130,6 +131,7 @@ void write_ptq_manifest(const PtqCommandOptions& options, const PtqOptions& ptq,
                         const PtqCommandResult& result) {
   io::Manifest manifest;
   manifest.tool = "ptq";
+  manifest.kernels = ops::kernel_choices_json();
   manifest.inputs["model"] = options.model_dir.string();
   if (options.calibration) manifest.inputs["calibration"] = options.calibration->data.path.string();
   manifest.config["method"] = enum_name(ptq.method);

@@ -11,6 +11,7 @@
 #include "io/manifest.h"
 #include "io/options.h"
 #include "model/model_dir.h"
+#include "ops/kernel_choice.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
@@ -217,6 +218,7 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
 
   io::Manifest manifest;
   manifest.tool = tool;
+  manifest.kernels = ops::kernel_choices_json();
   manifest.inputs["model"] = options.model_dir.string();
   if (options.objective == QatObjective::kKd)
     manifest.inputs["teacher"] = config["teacher"].get<std::string>();

@@ -307,6 +307,10 @@ Communicator::Communicator(int rank, int world_size, std::unique_ptr<Group> grou
 
 Communicator::~Communicator() = default;
 
+#if !defined(RQAT_WITH_CUDA)
+std::string nccl_version() { return ""; }
+#endif
+
 std::shared_ptr<Communicator> Communicator::create(const DistributedEnv& env, CommBackend backend,
                                                    c10::Device device,
                                                    std::chrono::seconds timeout) {

@@ -53,6 +53,9 @@ std::string first_slurm_host(const std::string& nodelist, const std::string& var
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id,
                         const std::string& variable);
 
+// The NCCL library's version ("2.27.3"), or "" in a build without CUDA.
+std::string nccl_version();
+
 enum class CommBackend { kAuto, kGloo, kNccl, kCount };  // auto: nccl on CUDA, gloo on the CPU
 constexpr EnumNames<CommBackend> enum_names(CommBackend) { return {"auto", "gloo", "nccl"}; }
 

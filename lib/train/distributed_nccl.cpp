@@ -7,7 +7,11 @@
 #define USE_C10D_NCCL 1
 
 #include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/cuda/nccl.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include <cstdint>
+#include <string>
 
 namespace rqat::train::detail {
 
@@ -25,5 +29,17 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
 }
 
 }  // namespace rqat::train::detail
+
+namespace rqat::train {
+
+std::string nccl_version() {
+  // The NCCL torch was built with, as torch.cuda.nccl.version() reports it (libtorch_cuda holds
+  // NCCL's symbols; rqat does not link libnccl itself).
+  const std::uint64_t v = torch::cuda::nccl::version();
+  return std::to_string(v >> 32) + "." + std::to_string((v >> 16) & 0xffff) + "." +
+         std::to_string(v & 0xffff);
+}
+
+}  // namespace rqat::train
 
 #endif  // RQAT_WITH_CUDA

@@ -6,6 +6,7 @@
 #include "io/error.h"
 #include "io/hdf5_columns.h"
 #include "io/manifest.h"
+#include "ops/kernel_choice.h"
 
 namespace rqat::eval {
 
@@ -171,6 +172,7 @@ void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& record
 
   io::Manifest manifest;
   manifest.tool = "eval-math";
+  manifest.kernels = ops::kernel_choices_json();
   manifest.inputs["model"] = options.model_dir.string();
   manifest.inputs["data"] = options.data_path.string();
   manifest.config = config;

@@ -1,0 +1,168 @@
+// See kernel_timing.h. Each kernel is timed on the operands its path takes in a model of about
+// Qwen3-0.6B's size (hidden 1024, 16/8 heads of 128, 151,936 ids) on a GPU; a CPU gets smaller
+// layers so that the doctor stays quick there.
+#include "tools/kernel_timing.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "ops/attention.h"
+#include "ops/fake_quant_ste.h"
+#include "ops/kernel_self_checks.h"
+#include "ops/low_bit_matmul.h"
+#include "ops/low_bit_weight.h"
+#include "ops/paged_attention.h"
+#include "ops/token_sampling.h"
+
+namespace rqat::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : 0);
+}
+
+struct Pair {
+  std::string shape;
+  std::function<void()> custom, twin;
+};
+
+Pair fake_quant_pair(const c10::Device& device) {
+  const int64_t n = device.is_cuda() ? 4096 : 1024, group = 128, groups = n / group;
+  auto w = ops::check_randn({n, n}, 1, device) * 0.05;
+  auto scales = at::full({n, groups}, 0.01, w.options());
+  auto zeros = at::full({n, groups}, 8.0, w.options());
+  auto g_idx = at::floor_divide(at::arange(n, w.options().dtype(at::kInt)), group);
+  return {fmt::format("W4 forward, {} x {} g{}", n, n, group),
+          [=] { ops::fake_quantize_ste_forward(w, scales, zeros, g_idx, 15); },
+          [=] { ops::fake_quantize_ste_forward_ref(w, scales, zeros, g_idx, 15); }};
+}
+
+Pair fused_attention_pair(const c10::Device& device) {
+  const int64_t t = 256;
+  auto q = ops::check_randn({1, 8, t, 64}, 2, device);
+  auto k = ops::check_randn({1, 4, t, 64}, 3, device),
+       v = ops::check_randn({1, 4, t, 64}, 4, device);
+  auto mask = (at::arange(t).view({1, -1}) <= at::arange(t).view({-1, 1})).view({1, 1, t, t});
+  return {fmt::format("forward, 8/4 heads of 64, {} causal positions", t),
+          [=] { ops::fused_attention(q, k, v, mask); },
+          [=] {
+            at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, std::nullopt,
+                                             /*enable_gqa=*/true);
+          }};
+}
+
+Pair paged_decode_pair(const c10::Device& device) {
+  const int64_t batch = 16, context = 2048, block = 16, blocks = context / block;
+  const auto dtype = at::kBFloat16;
+  auto q = ops::check_randn({batch, 16, 128}, 5, device, dtype);
+  auto keys = ops::check_randn({batch * blocks + 1, block, 8, 128}, 6, device, dtype);
+  auto values = ops::check_randn({batch * blocks + 1, block, 8, 128}, 7, device, dtype);
+  auto tables = (at::arange(batch * blocks, at::kInt) + 1).view({batch, blocks}).to(device);
+  auto lens = at::full({batch}, context, at::kInt).to(device);
+  return {fmt::format("bf16, batch {} x {} cached positions, 16/8 heads of 128", batch, context),
+          [=] { ops::paged_decode_attention_cuda(q, keys, values, tables, lens); },
+          [=] { ops::paged_decode_attention_ref(q, keys, values, tables, lens); }};
+}
+
+Pair low_bit_pair(const c10::Device& device) {
+  const int64_t n = device.is_cuda() ? 4096 : 2048, group = 128;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
+  const auto codes = at::randint(0, 16, {n, n}, gen, at::kInt);
+  const auto scales = at::rand({n, n / group}, gen) * 0.1 + 0.01;
+  const auto zeros = at::full({n, n / group}, 8.0);
+  const auto weight =
+      ops::pack_low_bit(codes, scales, zeros, 4, group, at::Tensor(), "doctor").to(device);
+  const auto dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
+  auto x = ops::check_randn({1, n}, 9, device, dtype);
+  const bool cuda = device.is_cuda();
+  return {fmt::format("W4 g{} {} x {}, one row, {}", group, n, n, c10::toString(dtype)),
+          [=] {
+            cuda ? ops::low_bit_matmul_cuda_kernel(x, weight)
+                 : ops::low_bit_matmul_cpu_kernel(x, weight);
+          },
+          [=] { ops::low_bit_matmul_dense(x, weight); }};
+}
+
+Pair token_sampling_pair(const c10::Device& device) {
+  const int64_t rows = 8, vocab = 151936;
+  auto logits = ops::check_randn({rows, vocab}, 10, device) * 3;
+  ops::SamplingTensors s;
+  const auto opts = logits.options();
+  s.inv_temperature = at::full({rows}, 1 / 0.7, opts);
+  s.greedy = at::zeros({rows}, opts.dtype(at::kBool));
+  s.top_k = at::zeros({rows}, opts.dtype(at::kLong));
+  s.top_p = at::full({rows}, 0.95, opts.dtype(at::kDouble));
+  s.min_p = at::zeros({rows}, opts.dtype(at::kDouble));
+  s.uniform = at::full({rows}, 0.5, opts.dtype(at::kDouble));
+  return {fmt::format("{} rows x {} ids, T 0.7, top-p 0.95", rows, vocab),
+          [=] { ops::sample_tokens_cpu_kernel(logits, s); },
+          [=] { ops::sample_tokens_ref(logits, s); }};
+}
+
+std::optional<Pair> pair_of(ops::Kernel kernel, const c10::Device& device) {
+  switch (kernel) {
+    case ops::Kernel::kFakeQuant:
+      return fake_quant_pair(device);
+    case ops::Kernel::kFusedAttention:
+      return fused_attention_pair(device);
+    case ops::Kernel::kPagedDecodeAttention:
+      return paged_decode_pair(device);
+    case ops::Kernel::kLowBitMatmul:
+      return low_bit_pair(device);
+    case ops::Kernel::kTokenSampling:
+      return token_sampling_pair(device);
+    case ops::Kernel::kCudaGraphs:  // timed with its check (decode_graph_check.h)
+    case ops::Kernel::kCount:
+      break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+double milliseconds_per_call(const c10::Device& device, const std::function<void()>& body) {
+  body();
+  synchronize(device);
+  auto start = Clock::now();
+  body();
+  synchronize(device);
+  const double once = std::chrono::duration<double>(Clock::now() - start).count();
+  const int calls = static_cast<int>(std::clamp(0.2 / std::max(once, 1e-6), 3.0, 200.0));
+  start = Clock::now();
+  for (int i = 0; i < calls; ++i) body();
+  synchronize(device);
+  return 1e3 * std::chrono::duration<double>(Clock::now() - start).count() / calls;
+}
+
+std::vector<KernelTiming> time_kernels(const c10::Device& device) {
+  std::vector<KernelTiming> out;
+  ops::SelfCheckScope scope;
+  for (size_t i = 0; i < static_cast<size_t>(ops::Kernel::kCount); ++i) {
+    const auto kernel = static_cast<ops::Kernel>(i);
+    if (!ops::custom_kernel_exists(kernel, device)) continue;
+    KernelTiming timing{kernel, "", 0, 0, ""};
+    try {
+      const auto pair = pair_of(kernel, device);
+      if (!pair) continue;
+      timing.shape = pair->shape;
+      timing.custom_ms = milliseconds_per_call(device, pair->custom);
+      timing.twin_ms = milliseconds_per_call(device, pair->twin);
+    } catch (const std::exception& e) {
+      const std::string message = e.what();
+      timing.error = message.substr(0, message.find('\n'));
+    }
+    out.push_back(std::move(timing));
+  }
+  return out;
+}
+
+}  // namespace rqat::tools
