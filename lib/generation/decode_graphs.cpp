@@ -68,6 +68,18 @@ void DecodeGraphs::disable(const std::string& why) {
   buckets_.clear();
 }
 
+// Graphs off for good: in auto the failed check goes to the kernel choice (one warning line, and no
+// later engine of the process tries graphs on this device); otherwise one line here.
+void DecodeGraphs::give_up(const ops::KernelCheck& check) {
+  if (ops::kernel_mode() == ops::KernelMode::kAuto) {
+    ops::record_kernel_check(ops::Kernel::kCudaGraphs, model_.options().device(), check);
+    disable("");
+  } else {
+    disable(check.failure.empty() ? "the captured step chose other tokens than the eager step"
+                                  : check.failure);
+  }
+}
+
 // The test-only fault hook (ops/kernel_choice.h): a replay hands out the next ids.
 void DecodeGraphs::perturb_if_faulty(ops::SampledTokens& out) const {
   if (ops::kernel_fault(ops::Kernel::kCudaGraphs))
@@ -158,7 +170,12 @@ std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep& step
       perturb_if_faulty(bucket->out);
     } catch (const std::exception& e) {
       const std::string what = e.what();
-      disable("capture failed: " + what.substr(0, what.find('\n')));
+      ops::KernelCheck check;
+      check.passed = false;
+      check.cases = 1;
+      check.worst_case = fmt::format("capture of the decode step for a bucket of {} rows", size);
+      check.failure = "capture failed: " + what.substr(0, what.find('\n'));
+      give_up(check);
       if (eager.token.defined())
         return ops::SampledTokens{eager.token.narrow(0, 0, rows), eager.logprob.narrow(0, 0, rows),
                                   eager.tempered_logprob.narrow(0, 0, rows)};
@@ -174,12 +191,12 @@ std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep& step
       check.worst_error = bucket->out.token.ne(eager.token).sum().item<double>();
       check.passed = check.worst_error == 0;
       check.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-      ops::record_kernel_check(ops::Kernel::kCudaGraphs, model_.options().device(), check);
       if (!check.passed) {
-        disable("");  // the kernel choice printed the warning
+        give_up(check);  // clears the buckets: the eager result is the step's
         return ops::SampledTokens{eager.token.narrow(0, 0, rows), eager.logprob.narrow(0, 0, rows),
                                   eager.tempered_logprob.narrow(0, 0, rows)};
       }
+      ops::record_kernel_check(ops::Kernel::kCudaGraphs, model_.options().device(), check);
     }
   } else {
     RQAT_MARK_KERNEL("rqat::cuda_graph_replay");  // one graph launch (bench/op_counter.h)

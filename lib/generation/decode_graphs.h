@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "model/decoder.h"
+#include "ops/kernel_choice.h"
 #include "ops/token_sampling.h"
 
 namespace rqat::generation {
@@ -47,6 +48,7 @@ class DecodeGraphs {
  private:
   struct Bucket;
   void disable(const std::string& why);  // why: the line to print ("" for none)
+  void give_up(const ops::KernelCheck& check);
   void perturb_if_faulty(ops::SampledTokens& out) const;
 
   model::CausalLM& model_;

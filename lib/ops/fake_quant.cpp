@@ -10,6 +10,7 @@
 #include "ops/kernel_choice.h"
 
 #ifdef RQAT_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
@@ -53,6 +54,7 @@ at::Tensor fake_quantize_groupwise_cuda(const at::Tensor& w, const at::Tensor& s
     fail("fake_quantize: the CUDA kernel takes CUDA tensors, got {}", w.device().str());
 #ifdef RQAT_WITH_CUDA
   RQAT_MARK_KERNEL("rqat::fake_quant_groupwise");
+  const c10::cuda::CUDAGuard on_device(w.device());  // the launch goes to w's device's stream
   auto wc = w.contiguous();
   auto out = at::empty_like(wc);
   auto sc = scales.contiguous(), zc = zeros.contiguous();

@@ -21,6 +21,7 @@
 #include "ops/vector_lanes.h"
 
 #ifdef RQAT_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
@@ -251,6 +252,7 @@ at::Tensor run_fused_on_device(const char* what, const Operands& op, const at::T
 #ifdef RQAT_WITH_CUDA
   if (op.w.is_cuda()) {
     auto out = at::empty_like(op.w);
+    const c10::cuda::CUDAGuard on_device(op.w.device());  // launch on w's device's stream
     const auto stream = c10::cuda::getCurrentCUDAStream().stream();
     const float* w = op.w.data_ptr<float>();
     const float* scales = op.scales.data_ptr<float>();

@@ -85,8 +85,9 @@ bool use_custom_kernel(Kernel kernel, const c10::Device& device);
 // the eager one and reports through record_kernel_check) and where no custom kernel exists.
 std::optional<KernelCheck> run_kernel_self_check(Kernel kernel, const c10::Device& device);
 
-// A verdict that a caller established itself (the decode graphs' replay against the eager step).
-// In auto mode a failed one warns and switches the kernel off on that device.
+// A verdict that a caller established itself (the decode graphs' replay against the eager step,
+// or a capture that threw). In auto mode a failed one warns and switches the kernel off on that
+// device, and the call that waited for it counts as the twin's.
 void record_kernel_check(Kernel kernel, const c10::Device& device, const KernelCheck& check);
 
 // The device as a user names it in a bug report: "cpu (Intel(R) Xeon(R) ...)" or
@@ -102,9 +103,9 @@ io::Json kernel_choices_json();
 // tolerance (perturb_kernel_output), in self-checks and in real calls alike.
 bool kernel_fault(Kernel kernel);
 void set_kernel_fault(Kernel kernel, bool armed);
-// Adds 2 * tolerance * scale + 4 ulp * |out| + the dtype's smallest normal to every element of
-// `out` (scale: a tensor broadcastable to out, or undefined for 1): an error just over `tolerance`
-// in the kernel's own measure (a tolerance of 0 means bit-exact, which a few ulp break).
+// Adds 2 * tolerance * scale to every element of `out` (scale: a tensor broadcastable to out, or
+// undefined for 1): an error just over `tolerance` in the kernel's own measure. A tolerance of 0
+// means bit-exact: then 4 ulp of each element plus the dtype's smallest normal.
 void perturb_kernel_output(at::Tensor& out, double tolerance, const at::Tensor& scale);
 
 // Tests: forget every verdict, record and armed fault, and take the mode from the environment.

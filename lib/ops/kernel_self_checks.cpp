@@ -58,6 +58,14 @@ void SelfCheckCases::compare(const at::Tensor& got, const at::Tensor& want, cons
   if (!(worst <= tolerance)) check_.passed = false;
 }
 
+void SelfCheckCases::compare_ids(const at::Tensor& got, const at::Tensor& want) {
+  if (got.sizes() != want.sizes())
+    fail("self-check: the kernel gave {} ids, its twin {}", c10::str(got.sizes()),
+         c10::str(want.sizes()));
+  const auto differing = at::ne(got, want.to(got.device())).sum().to(at::kDouble);
+  compare(differing, at::zeros_like(differing), at::Tensor(), 0);
+}
+
 KernelCheck SelfCheckCases::finish() {
   check_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   return check_;

@@ -36,6 +36,8 @@ class SelfCheckCases {
   void compare_exact(const at::Tensor& got, const at::Tensor& want) {
     compare(got, want, at::Tensor(), 0);
   }
+  // Integers (token ids) that must be equal: the error is how many differ.
+  void compare_ids(const at::Tensor& got, const at::Tensor& want);
   KernelCheck finish();
 
  private:

@@ -10,6 +10,7 @@
 #include "ops/low_bit_matmul_kernel.h"
 
 #ifdef RQAT_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "cuda/low_bit_gemv.cuh"
@@ -117,6 +118,7 @@ at::Tensor low_bit_matmul_cuda_kernel(const at::Tensor& x, const LowBitWeight& w
   if (rows > cuda::kLowBitGemvMaxRows)
     fail("low_bit_matmul_cuda_kernel: {} rows (at most {})", rows, cuda::kLowBitGemvMaxRows);
   RQAT_MARK_KERNEL("rqat::low_bit_gemv");
+  const c10::cuda::CUDAGuard on_device(x.device());  // the launch goes to x's device's stream
   // One launch for float32 or bf16 x in the inputs' order (act-order adds a gather).
   const LowBitGemvCall call = prepare_low_bit_gemv(x, w);
   if (rows > 0) {

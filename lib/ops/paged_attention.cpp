@@ -11,6 +11,7 @@
 #include "ops/kernel_choice.h"
 
 #ifdef RQAT_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
@@ -142,6 +143,7 @@ at::Tensor paged_decode_attention_cuda(const at::Tensor& q, const at::Tensor& ke
          key_pool.dim() == 4 ? key_pool.size(3) : -1);
 #ifdef RQAT_WITH_CUDA
   RQAT_MARK_KERNEL("rqat::paged_decode_attention");
+  const c10::cuda::CUDAGuard on_device(q.device());  // the launch goes to q's device's stream
   const auto s = check_decode(q, key_pool, value_pool, block_tables, context_lens, scale);
   if (!key_pool.is_contiguous() || !value_pool.is_contiguous())
     fail("paged attention: the key and value pools must be contiguous");

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -135,6 +136,7 @@ std::string all_reduce_section(const AllReduceCheck& a, Verdicts& verdicts) {
 
 bool run_doctor_command(const DoctorOptions& options, std::ostream& out) {
   const c10::Device device = options.device;
+  const c10::DeviceGuard on_device(device);  // cuda:N: every check and timing on that GPU
   std::string report;
   // Sections apart by one blank line, each ending with its newline.
   const auto emit = [&](std::string section) {
