@@ -1,18 +1,20 @@
 // rqat: the experiment runner and model utilities (init-model, convert (also from llama2.c),
 // logits, info, tokenize, generate), plan-memory and doctor.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <fstream>
 #include <iostream>
 
 #include "cli/engine_flags.h"
+#include "cli/option_flags.h"
 #include "cli/runtime_flags.h"
 #include "doctor_flags.h"
 #include "io/error.h"
 #include "io/manifest.h"
 #include "nll_flags.h"
 #include "plan_memory_flags.h"
+#include "quant/gguf_import.h"
 #include "report_flags.h"
 #include "run_flags.h"
 #include "sbatch_flags.h"
@@ -72,14 +74,18 @@ int main(int argc, char** argv) {
       ->required();
   rqat::cli::add_runtime_flags(*logits_cmd, runtime);
 
-  std::string convert_dtype = "keep";
+  std::string convert_dtype = "keep", convert_to = "dir", gguf_tokenizer;
+  rqat::io::GgufType gguf_type = rqat::io::GgufType::kF16;
   double convert_shard_mb = 5000;
   std::string llama2c_file, llama2c_tokenizer;
   auto* convert_cmd = app.add_subcommand(
       "convert",
       "Re-save a model directory in another dtype or shard size, or convert a llama2.c checkpoint");
-  auto* convert_model = convert_cmd->add_option("--model", model_dir, "Input model directory")
-                            ->check(CLI::ExistingDirectory);
+  auto* convert_model =
+      convert_cmd
+          ->add_option("--model", model_dir,
+                       "Input model directory, or a .gguf file (written back as a model directory)")
+          ->check(CLI::ExistingPath);
   auto* convert_llama2c =
       convert_cmd
           ->add_option("--llama2c", llama2c_file,
@@ -91,7 +97,20 @@ int main(int argc, char** argv) {
                    "llama2.c tokenizer.bin of the checkpoint (written as tokenizer.json)")
       ->check(CLI::ExistingFile)
       ->needs(convert_llama2c);
-  convert_cmd->add_option("--out", output, "Output model directory")->required();
+  convert_cmd->add_option("--out", output, "Output model directory (a .gguf file with --to gguf)")
+      ->required();
+  convert_cmd
+      ->add_option("--to", convert_to,
+                   "dir: a Hugging Face model directory; gguf: one GGUF file for llama.cpp")
+      ->check(CLI::IsMember({"dir", "gguf"}))
+      ->capture_default_str();
+  convert_cmd
+      ->add_option("--tokenizer", gguf_tokenizer,
+                   "With a .gguf --model: copy this directory's tokenizer files into the output")
+      ->check(CLI::ExistingDirectory);
+  rqat::cli::add_option_flag(*convert_cmd, gguf_type, "gguf-type",
+                             "GGUF type of the weight matrices with --to gguf (llama.cpp's "
+                             "reference quantization of it; norms and biases stay f32)");
   convert_cmd->add_option("--dtype", convert_dtype, "Stored dtype: keep, f32 or bf16")
       ->check(CLI::IsMember({"keep", "f32", "bf16"}))
       ->capture_default_str();
@@ -187,6 +206,13 @@ int main(int argc, char** argv) {
         options.dtype = dtype.value_or(at::kFloat);  // llama2.c stores float32
         options.max_shard_bytes = shard_bytes;
         rqat::tools::convert_llama2c(options);
+      } else if (!model_dir.empty() && model_dir.ends_with(".gguf")) {
+        rqat::quant::import_gguf(model_dir, output,
+                                 gguf_tokenizer.empty()
+                                     ? std::nullopt
+                                     : std::optional<std::filesystem::path>(gguf_tokenizer));
+      } else if (!model_dir.empty() && convert_to == "gguf") {
+        rqat::tools::convert_model_to_gguf(model_dir, output, gguf_type);
       } else if (!model_dir.empty()) {
         rqat::tools::convert_model_dir(model_dir, output, dtype, shard_bytes);
       } else {

@@ -8,6 +8,8 @@
 #include "io/error.h"
 #include "io/json_file.h"
 #include "model/init.h"
+#include "quant/gguf_export.h"
+#include "quant/load_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rqat::tools {
@@ -47,6 +49,15 @@ void convert_model_dir(const std::filesystem::path& in_dir, const std::filesyste
   save.max_shard_bytes = max_shard_bytes;
   save.tokenizer_from = in_dir;
   save_causal_lm(*model, out_dir, save);
+}
+
+void convert_model_to_gguf(const std::filesystem::path& in_dir,
+                           const std::filesystem::path& out_file, io::GgufType type) {
+  auto model = quant::load_model(in_dir, {at::kFloat, c10::kCPU, /*dequantize=*/true});
+  quant::GgufExportOptions options;
+  options.type = type;
+  options.name = in_dir.filename().string();
+  quant::export_gguf(*model, in_dir, out_file, options);
 }
 
 void write_logits(const std::filesystem::path& model_dir, const std::filesystem::path& input,

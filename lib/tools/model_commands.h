@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "io/gguf_file.h"
 #include "model/model_dir.h"
 
 namespace rqat::tools {
@@ -28,6 +29,12 @@ void init_model_dir(const InitModelOptions& options);
 // Re-saves a model directory (another dtype, another shard size), tokenizer files included.
 void convert_model_dir(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
                        std::optional<at::ScalarType> dtype, uint64_t max_shard_bytes);
+
+// Writes a model directory (full precision, a rqat artifact, or a GPTQ checkpoint, dequantized) as
+// one GGUF file for llama.cpp with its matrices in `type`, each block quantized as llama.cpp's
+// reference quantizer does (quant/gguf_export.h); a type the shapes cannot hold fails first.
+void convert_model_to_gguf(const std::filesystem::path& in_dir,
+                           const std::filesystem::path& out_file, io::GgufType type);
 
 // Reads input_ids and attention_mask (int64 (B, T)) from a safetensors file, writes float32 logits
 // (B, T, vocab) to another.

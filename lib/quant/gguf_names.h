@@ -1,0 +1,22 @@
+// Where a Hugging Face decoder's tensors go in a GGUF file: llama.cpp's tensor names
+// ("model.layers.3.mlp.up_proj.weight" <-> "blk.3.ffn_up.weight"), and the reordering of llama's q
+// and k rows that llama.cpp's interleaved rope needs (Hugging Face's llama, like Qwen everywhere,
+// rotates halves: llama.cpp's qwen2/qwen3 do too, its llama rotates adjacent pairs).
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <string>
+
+namespace rqat::quant {
+
+// Empty for a name GGUF has no place for.
+std::string gguf_tensor_name(const std::string& hf_name);
+std::string hf_tensor_name(const std::string& gguf_name);
+
+// Rows (dim 0) of `heads` heads from rotate-half order to interleaved pairs: row h*d + 2j + half
+// takes row h*d + half*d/2 + j; and back.
+at::Tensor interleave_rope_rows(const at::Tensor& w, int64_t heads);
+at::Tensor deinterleave_rope_rows(const at::Tensor& w, int64_t heads);
+
+}  // namespace rqat::quant
