@@ -10,6 +10,7 @@
 #include "cli/runtime_flags.h"
 #include "io/error.h"
 #include "io/manifest.h"
+#include "quant/gguf_grid.h"
 #include "tools/ptq_command.h"
 
 int main(int argc, char** argv) {
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ptq: post-training weight quantization (RTN, GPTQ, AWQ) of a model directory"};
   rqat::tools::PtqCommandOptions options;
   auto& spec = options.ptq.spec;
-  std::string model_dir, out_dir, method = "gptq";
+  std::string model_dir, out_dir, method = "gptq", grid, gguf_type, gguf_embedding_type;
   std::vector<std::string> include, exclude;
   app.add_option("--model", model_dir, "Input model directory (Hugging Face layout)")->required();
   app.add_option("--out", out_dir, "Output artifact directory")->required();
@@ -34,6 +35,9 @@ int main(int argc, char** argv) {
                "One scale for the whole weight (with --group-size -1)");
   app.add_flag("--v1-zeros", spec.v1_zeros,
                "Asymmetric zero points >= 1, storable in GPTQ v1 (set by --export gptq)");
+  app.add_option("--grid", grid,
+                 "Quantize on llama.cpp's grid of a GGUF type (gguf-q8_0, gguf-q4_0, gguf-q4_1, "
+                 "gguf-q2_k ... gguf-q6_k; sets bits and groups; rtn or gptq)");
   app.add_option("--include", include,
                  "Regexes of module names to quantize (default: every linear in the blocks)");
   app.add_option("--exclude", exclude, "Regexes of module names kept in full precision");
@@ -54,8 +58,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--calib-seed", calib.seed, "Seed of the sample draw")->capture_default_str();
   app.add_option("--export", options.export_format,
-                 "Also write a packed checkpoint: OUT/gptq (gptq v1 or gptq_v2), or OUT/bnb for "
-                 "--method nf4 (bnb: bitsandbytes 4-bit)");
+                 "Also write a packed checkpoint: OUT/gptq (gptq v1 or gptq_v2), OUT/bnb for "
+                 "--method nf4 (bnb: bitsandbytes 4-bit), or OUT/model-TYPE.gguf (gguf)");
+  app.add_option("--gguf-type", gguf_type,
+                 "With --export gguf: the matrices' GGUF type (default: the --grid's)");
+  app.add_option("--gguf-embedding-type", gguf_embedding_type,
+                 "With --export gguf: the embeddings' and output layer's type (default: "
+                 "--gguf-type; f32 keeps them as rqat has them)");
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
   CLI11_PARSE(app, argc, argv);
@@ -65,6 +74,12 @@ int main(int argc, char** argv) {
     options.out_dir = out_dir;
     options.ptq.method = rqat::parse_enum<rqat::quant::PtqMethod>(method, "--method");
     if (!include.empty()) spec.include = include;
+    if (!grid.empty()) spec.use_gguf_grid(rqat::quant::parse_gguf_grid(grid, "--grid"));
+    if (!gguf_type.empty())
+      options.gguf_type = rqat::parse_enum<rqat::io::GgufType>(gguf_type, "--gguf-type");
+    if (!gguf_embedding_type.empty())
+      options.gguf_embedding_type =
+          rqat::parse_enum<rqat::io::GgufType>(gguf_embedding_type, "--gguf-embedding-type");
     spec.exclude = exclude;
     if (!calib_path.empty()) {
       calib.data.path = calib_path;

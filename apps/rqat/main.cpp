@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
       ->required();
   rqat::cli::add_runtime_flags(*logits_cmd, runtime);
 
-  std::string convert_dtype = "keep", convert_to = "dir", gguf_tokenizer;
+  std::string convert_dtype = "keep", convert_to = "dir", gguf_tokenizer, gguf_embedding_name;
   rqat::io::GgufType gguf_type = rqat::io::GgufType::kF16;
   double convert_shard_mb = 5000;
   std::string llama2c_file, llama2c_tokenizer;
@@ -111,6 +111,9 @@ int main(int argc, char** argv) {
   rqat::cli::add_option_flag(*convert_cmd, gguf_type, "gguf-type",
                              "GGUF type of the weight matrices with --to gguf (llama.cpp's "
                              "reference quantization of it; norms and biases stay f32)");
+  convert_cmd->add_option("--gguf-embedding-type", gguf_embedding_name,
+                          "GGUF type of the token embeddings and output layer with --to gguf "
+                          "(default: --gguf-type; f32 keeps them as rqat has them)");
   convert_cmd->add_option("--dtype", convert_dtype, "Stored dtype: keep, f32 or bf16")
       ->check(CLI::IsMember({"keep", "f32", "bf16"}))
       ->capture_default_str();
@@ -212,7 +215,12 @@ int main(int argc, char** argv) {
                                      ? std::nullopt
                                      : std::optional<std::filesystem::path>(gguf_tokenizer));
       } else if (!model_dir.empty() && convert_to == "gguf") {
-        rqat::tools::convert_model_to_gguf(model_dir, output, gguf_type);
+        std::optional<rqat::io::GgufType> gguf_embedding_type;
+        if (!gguf_embedding_name.empty())
+          gguf_embedding_type =
+              rqat::parse_enum<rqat::io::GgufType>(gguf_embedding_name, "--gguf-embedding-type");
+        rqat::tools::convert_model_to_gguf(model_dir, output, gguf_type, gguf_embedding_type,
+                                           std::cout);
       } else if (!model_dir.empty()) {
         rqat::tools::convert_model_dir(model_dir, output, dtype, shard_bytes);
       } else {

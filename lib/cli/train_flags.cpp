@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "io/manifest.h"
+#include "quant/gguf_grid.h"
 
 namespace rqat::cli {
 
@@ -16,6 +17,9 @@ void add_quant_flags(CLI::App& app, QuantFlags& f) {
   app.add_flag("--sym", f.spec.symmetric, "RTN init: symmetric");
   app.add_flag("--per-tensor", f.spec.per_tensor,
                "RTN init: one scale for the whole weight (with --group-size -1)");
+  app.add_option("--grid", f.grid,
+                 "RTN init on llama.cpp's grid of a GGUF type (gguf-q4_0, gguf-q4_k, gguf-q3_k, "
+                 "gguf-q2_k, ...; sets bits and groups): exports to that type exactly");
   app.add_option("--include", f.include, "RTN init: regexes of layers to quantize");
   app.add_option("--exclude", f.exclude, "RTN init: regexes of layers kept in full precision");
   add_option_flags(app, f.fake_quant);
@@ -28,6 +32,7 @@ void QuantFlags::resolve(std::optional<int>& bits_out, quant::QuantSpec& spec_ou
   spec_out = spec;
   if (!include.empty()) spec_out.include = include;
   spec_out.exclude = exclude;
+  if (!grid.empty()) spec_out.use_gguf_grid(quant::parse_gguf_grid(grid, "--grid"));
   init_out = init;
   fake_quant_out = fake_quant;
 }
@@ -83,8 +88,10 @@ void add_qat_flags(CLI::App& app, QatFlags& f, tools::QatObjective objective) {
   app.add_flag("--activation-checkpointing", o.activation_checkpointing,
                "Recompute each block in the backward pass (less memory, one more forward)");
   add_run_flags(app, f.run);
-  app.add_option("--export", o.export_format,
-                 "Also write a packed GPTQ checkpoint: gptq or gptq_v2");
+  app.add_option(
+      "--export", o.export_format,
+      "Also write a packed GPTQ checkpoint (gptq or gptq_v2), or OUT/model-TYPE.gguf of a "
+      "model on a --grid gguf-TYPE (gguf)");
   add_runtime_flags(app, f.runtime);
 }
 

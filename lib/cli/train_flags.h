@@ -19,6 +19,7 @@ struct QuantFlags {
   std::optional<int> bits;
   train::QuantInit init = train::QuantInit::kAuto;
   std::vector<std::string> include, exclude;
+  std::string grid;  // "" (uniform) or gguf-<type>
   quant::QuantSpec spec;
   quant::FakeQuantOptions fake_quant;
   // Fills the resolved values; errors name the flag.

@@ -13,6 +13,7 @@
 #include "io/error.h"
 #include "ops/fake_quant_ste.h"
 #include "ops/host_copy.h"
+#include "quant/gguf_grid.h"
 #include "quant/rtn.h"
 #include "quant/uniform_quantizer.h"
 
@@ -88,6 +89,21 @@ at::Tensor straight_through(const at::Tensor& x, const at::Tensor& rounded,
   return rounded.detach() + at::where(pass, delta, at::zeros_like(delta));
 }
 
+// Codes of w (out, in) on a GGUF grid, with the grid's scales and offsets expanded to (out, in),
+// as grid_code computes them (a step of 0 takes the code of its only value), and where the
+// unclamped code lay in range (the clipped straight-through estimator's mask).
+struct GridCodes {
+  at::Tensor codes, in_range;
+};
+GridCodes codes_on_grid(const at::Tensor& w, const at::Tensor& s, const at::Tensor& o,
+                        bool min_form, double max_code) {
+  const auto positive = s > 0;
+  auto raw = min_form ? at::round((w + o) / s) : at::round(w / s) + o;
+  raw = at::where(positive, raw, min_form ? at::zeros_like(o) : o);
+  auto in_range = at::logical_and(positive, at::logical_and(raw >= 0, raw <= max_code));
+  return {at::clamp(raw, 0, max_code), in_range};
+}
+
 }  // namespace
 
 at::Tensor fake_quantize_ste(const at::Tensor& w, const at::Tensor& scales, const at::Tensor& zeros,
@@ -132,6 +148,12 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
     fail("{}: the weight holds NaN or infinite values", name);
   if (options_.mode == ScaleMode::kLearnableClip && !std::isfinite(options_.clip_init_logit))
     fail("{}: clip_init_logit must be finite", name);
+  if (quantized.gguf_grid && options_.mode != ScaleMode::kFrozen)
+    fail(
+        "{}: --scale-mode {} is not available on the {} grid (its scales are llama.cpp's; use "
+        "frozen)",
+        name, enum_name(options_.mode), gguf_grid_name(*quantized.gguf_grid));
+  grid_ = quantized.gguf_grid;
   at::NoGradGuard no_grad;
   const auto device = weight.device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
@@ -146,6 +168,7 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
   scales_ = register_parameter("scales", quantized.scales.to(f32).clone(), lsq);
   zeros_ = register_parameter("zeros", quantized.zeros.to(f32).clone(), lsq);
   g_idx_ = register_buffer("g_idx", quantized.g_idx.to(device, at::kInt).clone());
+  if (quantized.super_scales.defined()) super_scales_ = quantized.super_scales.cpu().clone();
   if (options_.mode == ScaleMode::kLearnableClip) {
     clip_gamma_ =
         register_parameter("clip_gamma", at::full(scales_.sizes(), options_.clip_init_logit, f32));
@@ -211,7 +234,18 @@ at::Tensor FakeQuantLinear::grad_scale() const {
   return at::rsqrt(at::clamp_min(counts, 1) * static_cast<double>(max_code()));
 }
 
+at::Tensor FakeQuantLinear::fake_quantized_weight_on_grid() const {
+  const auto dtype = weight_.scalar_type();
+  const auto index = ops::on_device(g_idx_, weight_.device(), at::kLong);
+  const auto s = scales_.index_select(1, index).to(dtype);
+  const auto o = zeros_.index_select(1, index).to(dtype);
+  const bool min_form = gguf_grid_info(*grid_).min_form;
+  const GridCodes q = codes_on_grid(weight_.detach(), s, o, min_form, max_code());
+  return straight_through(weight_, grid_values(q.codes, s, o, min_form), q.in_range);
+}
+
 at::Tensor FakeQuantLinear::fake_quantized_weight() const {
+  if (grid_) return fake_quantized_weight_on_grid();
   if (options_.mode == ScaleMode::kLsq) {
     auto s = scales_.detach();
     if (!(s > 0).all().item<bool>() || !at::isfinite(s).all().item<bool>())
@@ -251,8 +285,24 @@ QuantizedWeight FakeQuantLinear::to_quantized() const {
   at::NoGradGuard no_grad;
   if (!at::isfinite(weight_).all().item<bool>())
     fail("{}: the trained weight holds NaN or infinite values; cannot export", options_.name);
-  const ScaleZero sz = current_scale_zero();
   QuantizedWeight q;
+  if (grid_) {
+    q.gguf_grid = grid_;
+    if (super_scales_.defined()) q.super_scales = super_scales_.clone();
+    q.scales = scales_.detach().contiguous().clone();
+    q.zeros = zeros_.detach().contiguous().clone();
+    q.g_idx = g_idx_.clone();
+    const auto index = g_idx_.to(at::kLong);
+    q.codes =
+        codes_on_grid(weight_.detach(), q.scales.index_select(1, index),
+                      q.zeros.index_select(1, index), gguf_grid_info(*grid_).min_form, max_code())
+            .codes.to(at::kByte);
+    q.bits = bits_;
+    q.group_size = group_size_;
+    q.validate(options_.name);
+    return q;
+  }
+  const ScaleZero sz = current_scale_zero();
   q.scales = sz.scales.detach().contiguous().clone();
   q.zeros = sz.zeros.detach().contiguous().clone();
   q.g_idx = g_idx_.clone();

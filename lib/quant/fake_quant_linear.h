@@ -14,6 +14,9 @@
 // to_quantized() rounds the current master weight with the current (s, z) using the same float32
 // operations, so to_quantized().dequantize() equals the forward's w_q bit for bit: exporting the
 // trained layer loses nothing.
+// On a GGUF grid (QuantizedWeight::gguf_grid, quant/gguf_grid.h) the scales, zero points or mins
+// are llama.cpp's and stay frozen; the forward takes each weight's nearest code on the grid with
+// the same clipped straight-through gradient, and to_quantized() exports those codes exactly.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -127,11 +130,16 @@ class FakeQuantLinear : public model::Linear {
   // The (s, z) the forward uses now, with autograd history to the trainable parameters.
   ScaleZero current_scale_zero() const;
   at::Tensor grad_scale() const;  // LSQ's g per group, or undefined
+  // On a GGUF grid (frozen scales and mins, quant/gguf_grid.h): the grid's values of the codes
+  // nearest the master weight, with the clipped straight-through gradient.
+  at::Tensor fake_quantized_weight_on_grid() const;
 
   FakeQuantOptions options_;
   int bits_;
   int64_t group_size_;
   at::Tensor weight_, bias_, scales_, zeros_, g_idx_, clip_gamma_, clip_beta_;
+  std::optional<io::GgufType> grid_;  // a GGUF grid: zeros_ then hold mins for the min form
+  at::Tensor super_scales_;           // its fp16 super-block scales (K-quants), for export
 };
 
 }  // namespace rqat::quant

@@ -13,6 +13,7 @@
 
 #include "io/error.h"
 #include "quant/gguf_blocks.h"
+#include "quant/gguf_grid_blocks.h"
 #include "quant/gguf_names.h"
 #include "quant/gguf_tokenizer.h"
 
@@ -100,31 +101,72 @@ struct PlannedTensor {
   std::string hf_name, gguf_name;
   at::Tensor value;
   GgufType type;
+  const QuantizedWeight* grid = nullptr;  // on the grid of `type`: written from its codes
 };
 
-}  // namespace
+// The layer of `hf_name` ("model.layers.0.mlp.up_proj.weight") among grid layers of `type`.
+const QuantizedWeight* grid_layer(const GgufExportOptions& options, const std::string& hf_name) {
+  if (options.grid_layers == nullptr || !hf_name.ends_with(".weight")) return nullptr;
+  const auto it = options.grid_layers->find(hf_name.substr(0, hf_name.size() - 7));
+  if (it == options.grid_layers->end() || it->second.gguf_grid != options.type) return nullptr;
+  return &it->second;
+}
 
-void export_gguf(const model::CausalLM& model, const std::filesystem::path& tokenizer_dir,
-                 const std::filesystem::path& out_file, const GgufExportOptions& options) {
+// The bytes of a grid layer, checked against the weight they must reproduce (already reordered).
+std::string exact_grid_bytes(const PlannedTensor& t, const QuantizedWeight& w,
+                             const at::Tensor& value) {
+  std::string bytes = gguf_grid_to_blocks(t.type, w, t.hf_name);
+  const at::Tensor read = dequantize_gguf_tensor(t.type, bytes, value.sizes());
+  if (!at::equal(read, value)) {
+    const double worst = (read - value).abs().max().item<double>();
+    fail(
+        "{}: the {} blocks of its codes differ from the model's weight by up to {:.3g} (the "
+        "model's weights are not the quant state's: was it changed after ptq or QAT?)",
+        t.hf_name, enum_name(t.type), worst);
+  }
+  return bytes;
+}
+
+// Every tensor's name and type first, so that a type the shapes cannot hold fails before work.
+std::vector<PlannedTensor> plan_tensors(const model::CausalLM& model,
+                                        const GgufExportOptions& options) {
   const model::ModelConfig& c = model.config();
-  const std::string arch(enum_name(c.family));
   if (c.family == model::Family::kQwen2 && c.q_dim() != c.hidden_size)
     fail("--export gguf: llama.cpp's qwen2 needs heads x head_dim = hidden_size ({} x {} != {})",
          c.num_attention_heads, c.head_dim, c.hidden_size);
-  const std::string flag = fmt::format("--gguf-type {}", enum_name(options.type));
-
-  // Every tensor's name and type first, so that a type the shapes cannot hold fails before work.
   std::vector<PlannedTensor> plan;
   for (const auto& [name, value] : model.state_tensors()) {
     const std::string gguf = gguf_tensor_name(name);
     if (gguf.empty()) fail("--export gguf: no llama.cpp tensor for {}", name);
     const bool matrix = value.dim() == 2;
-    const GgufType type = matrix ? options.type : GgufType::kF32;
+    const bool in_layers = name.starts_with("model.layers.");
+    const GgufType type = !matrix     ? GgufType::kF32
+                          : in_layers ? options.type
+                                      : options.embedding_type.value_or(options.type);
     if (matrix && !gguf_row_fits(type, value.size(1)))
-      fail("{}: {} ({}) has rows of {} values, not a whole number of {}-value {} blocks", flag,
-           name, gguf, value.size(1), io::gguf_type_info(type).block_elements, enum_name(type));
-    plan.push_back({name, gguf, value, type});
+      fail(
+          "--gguf-{}type {}: {} ({}) has rows of {} values, not a whole number of {}-value {} "
+          "blocks",
+          in_layers || !options.embedding_type ? "" : "embedding-", enum_name(type), name, gguf,
+          value.size(1), io::gguf_type_info(type).block_elements, enum_name(type));
+    plan.push_back({name, gguf, value, type, matrix ? grid_layer(options, name) : nullptr});
   }
+  return plan;
+}
+
+}  // namespace
+
+void check_gguf_exportable(const model::CausalLM& model, const GgufExportOptions& options) {
+  plan_tensors(model, options);
+}
+
+GgufExportSummary export_gguf(const model::CausalLM& model,
+                              const std::filesystem::path& tokenizer_dir,
+                              const std::filesystem::path& out_file,
+                              const GgufExportOptions& options) {
+  const model::ModelConfig& c = model.config();
+  const std::string arch(enum_name(c.family));
+  const std::vector<PlannedTensor> plan = plan_tensors(model, options);
 
   io::GgufWriter writer;
   writer.add("general.architecture", arch);
@@ -145,18 +187,28 @@ void export_gguf(const model::CausalLM& model, const std::filesystem::path& toke
                        quantize_gguf_tensor(GgufType::kF32, factors)});
   }
   at::NoGradGuard no_grad;
-  for (auto& t : plan) {
+  GgufExportSummary summary;
+  for (const auto& t : plan) {
     at::Tensor value = t.value.detach().to(at::kCPU, at::kFloat).contiguous();
+    std::optional<QuantizedWeight> grid;
+    if (t.grid != nullptr) grid = *t.grid;
     if (c.family == model::Family::kLlama) {
-      if (t.hf_name.find("self_attn.q_proj.") != std::string::npos)
-        value = interleave_rope_rows(value, c.num_attention_heads);
-      else if (t.hf_name.find("self_attn.k_proj.") != std::string::npos)
-        value = interleave_rope_rows(value, c.num_key_value_heads);
+      const bool q = t.hf_name.find("self_attn.q_proj.") != std::string::npos;
+      const bool k = t.hf_name.find("self_attn.k_proj.") != std::string::npos;
+      if (q || k) {
+        const int64_t heads = q ? c.num_attention_heads : c.num_key_value_heads;
+        value = interleave_rope_rows(value, heads);
+        if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), heads, true));
+      }
     }
-    writer.add_tensor(
-        {t.gguf_name, value.sizes().vec(), t.type, quantize_gguf_tensor(t.type, value)});
+    std::string bytes =
+        grid ? exact_grid_bytes(t, *grid, value) : quantize_gguf_tensor(t.type, value);
+    if (value.dim() == 2) ++(grid ? summary.grid_layers : summary.requantized[t.type]);
+    writer.add_tensor({t.gguf_name, value.sizes().vec(), t.type, std::move(bytes)});
   }
+  summary.tensors = static_cast<int64_t>(writer.tensor_count());
   writer.write(out_file);
+  return summary;
 }
 
 }  // namespace rqat::quant

@@ -9,21 +9,44 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "io/gguf_file.h"
 #include "model/decoder.h"
+#include "quant/quantized_weight.h"
 
 namespace rqat::quant {
 
 struct GgufExportOptions {
   io::GgufType type = io::GgufType::kF16;  // the weight matrices'
+  // The token embeddings' and output layer's, when not `type` (llama-quantize --pure uses one type
+  // throughout; its mixes keep these in higher precision). rqat quantizes neither, so f32 keeps a
+  // model exactly as rqat evaluated it.
+  std::optional<io::GgufType> embedding_type;
   std::string name;                        // general.name (empty: left out)
+  // Layers on the grid of `type` (a ptq or QAT state made with --grid gguf-<type>), by module
+  // name: written from their own codes and scales, and each checked to dequantize to the model's
+  // weight exactly (else the export fails naming the layer). Other layers are quantized by
+  // llama.cpp's reference quantizer. Not owned; may be null.
+  const std::map<std::string, QuantizedWeight>* grid_layers = nullptr;
+};
+
+struct GgufExportSummary {
+  int64_t tensors = 0;
+  int64_t grid_layers = 0;                      // written from their codes, with no rounding
+  std::map<io::GgufType, int64_t> requantized;  // matrices by the reference quantizer, by type
 };
 
 // model: a dense model (a packed one is loaded with LoadOptions::dequantize); its tokenizer files
 // are read from tokenizer_dir.
-void export_gguf(const model::CausalLM& model, const std::filesystem::path& tokenizer_dir,
-                 const std::filesystem::path& out_file, const GgufExportOptions& options);
+// The refusals of export_gguf that need no work (the architecture, rows that `type` cannot hold).
+void check_gguf_exportable(const model::CausalLM& model, const GgufExportOptions& options);
+
+GgufExportSummary export_gguf(const model::CausalLM& model,
+                              const std::filesystem::path& tokenizer_dir,
+                              const std::filesystem::path& out_file,
+                              const GgufExportOptions& options);
 
 }  // namespace rqat::quant

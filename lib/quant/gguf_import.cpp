@@ -4,6 +4,9 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <map>
+#include <set>
+
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "io/gguf_file.h"
@@ -11,7 +14,9 @@
 #include "model/model_config.h"
 #include "model/model_dir.h"
 #include "quant/gguf_blocks.h"
+#include "quant/gguf_grid_blocks.h"
 #include "quant/gguf_names.h"
+#include "quant/quant_state.h"
 
 namespace rqat::quant {
 
@@ -82,23 +87,44 @@ void import_gguf(const std::filesystem::path& file, const std::filesystem::path&
   }
   const model::ModelConfig config = model::ModelConfig::from_json(config_json, where);
   io::NamedTensors tensors;
+  // The decoder layers' matrices on their grids, kept when they all share one type.
+  std::map<std::string, QuantizedWeight> grid_layers;
+  std::set<io::GgufType> layer_types;
   for (const auto& t : contents.tensors) {
     if (t.name == "rope_freqs.weight") continue;  // rebuilt from config.json's rope_scaling
     const std::string name = hf_tensor_name(t.name);
     if (name.empty()) fail("{}: tensor {} has no Hugging Face name rqat knows", where, t.name);
     at::Tensor value = dequantize_gguf_tensor(t.type, t.data, t.shape);
-    if (config.family == model::Family::kLlama) {
-      if (name.find("self_attn.q_proj.") != std::string::npos)
-        value = deinterleave_rope_rows(value, config.num_attention_heads);
-      else if (name.find("self_attn.k_proj.") != std::string::npos)
-        value = deinterleave_rope_rows(value, config.num_key_value_heads);
+    const bool layer_matrix = value.dim() == 2 && name.starts_with("model.layers.");
+    std::optional<QuantizedWeight> grid;
+    if (layer_matrix) {
+      layer_types.insert(t.type);
+      if (has_gguf_grid(t.type))
+        grid = gguf_grid_from_blocks(t.type, t.data, t.shape[0], t.shape[1]);
     }
+    if (config.family == model::Family::kLlama) {
+      const bool q = name.find("self_attn.q_proj.") != std::string::npos;
+      const bool k = name.find("self_attn.k_proj.") != std::string::npos;
+      if (q || k) {
+        const int64_t heads = q ? config.num_attention_heads : config.num_key_value_heads;
+        value = deinterleave_rope_rows(value, heads);
+        if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), heads, false));
+      }
+    }
+    if (grid)
+      grid_layers.emplace(name.substr(0, name.size() - 7), std::move(*grid));  // - ".weight"
     tensors.emplace_back(name, value);
   }
   model::ModelConfig saved = config;
   saved.torch_dtype = "float32";
   model::save_model_config(saved, out_dir);
   io::write_checkpoint(out_dir, tensors, 0);
+  if (layer_types.size() == 1 && !grid_layers.empty()) {
+    QuantState state;
+    state.spec.use_gguf_grid(*layer_types.begin());
+    state.layers = std::move(grid_layers);
+    save_quant_state(out_dir, state);
+  }
   if (tokenizer_dir) model::copy_tokenizer_files(*tokenizer_dir, out_dir);
 }
 

@@ -75,4 +75,10 @@ at::Tensor deinterleave_rope_rows(const at::Tensor& w, int64_t heads) {
   return w.reshape(head_shape(w, heads, true)).transpose(1, 2).reshape(w.sizes()).contiguous();
 }
 
+at::Tensor rope_row_order(int64_t rows, int64_t heads, bool interleave) {
+  const at::Tensor index = at::arange(rows, at::kLong).unsqueeze(1);
+  return (interleave ? interleave_rope_rows(index, heads) : deinterleave_rope_rows(index, heads))
+      .squeeze(1);
+}
+
 }  // namespace rqat::quant

@@ -18,5 +18,8 @@ std::string hf_tensor_name(const std::string& gguf_name);
 // takes row h*d + half*d/2 + j; and back.
 at::Tensor interleave_rope_rows(const at::Tensor& w, int64_t heads);
 at::Tensor deinterleave_rope_rows(const at::Tensor& w, int64_t heads);
+// The same as an index (rows) int64: row r of the reordered weight is row index[r] of the original
+// (interleave: Hugging Face to llama.cpp; else back).
+at::Tensor rope_row_order(int64_t rows, int64_t heads, bool interleave);
 
 }  // namespace rqat::quant

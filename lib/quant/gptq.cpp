@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "io/error.h"
+#include "quant/gguf_grid_blocks.h"
 #include "quant/uniform_quantizer.h"
 
 namespace rqat::quant {
@@ -140,6 +141,7 @@ struct ColumnLoop {
   const QuantSpec& spec;
   bool static_groups;
   bool lazy_group_params;  // GptqGroupParams::kLazy
+  bool min_form;           // a GGUF grid with mins: zeros hold them (quant/gguf_grid.h)
   int64_t group;
   int64_t block;
   at::Tensor codes;        // (rows, cols) uint8
@@ -187,6 +189,7 @@ struct ColumnLoop {
     const int64_t* group_ptr = group_of.data();
     double* loss_ptr = row_loss.data();
     const float max_code = static_cast<float>(spec.max_code());
+    const bool mins = min_form;
     const int64_t grain = std::max<int64_t>(1, 4096 / ((b - a) * (i2 - a)));
     at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
@@ -197,8 +200,8 @@ struct ColumnLoop {
           const int64_t g = r * groups + group_ptr[j];
           const float scale = scale_ptr[g], zero = zero_ptr[g];
           const float x = wr[j];
-          const float q = quantize_code(x, scale, zero, max_code);
-          const float dq = (q - zero) * scale;  // as QuantizedWeight::dequantize computes it
+          const float q = grid_code(x, scale, zero, max_code, mins);
+          const float dq = grid_value(q, scale, zero, mins);  // as QuantizedWeight::dequantize
           const float d = u_ptr[j * cols + j];
           const float e = (x - dq) / d;
           code_ptr[r * cols + j] = static_cast<uint8_t>(q);
@@ -268,9 +271,13 @@ QuantizedWeight original_order_result(const QuantSpec& spec, const GptqOptions& 
 }  // namespace
 
 QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
-                              const GptqOptions& options, GptqReport* report_out) {
+                              const GptqOptions& requested, GptqReport* report_out) {
   const auto start = std::chrono::steady_clock::now();
-  check_arguments(weight, hessian, spec, options);
+  check_arguments(weight, hessian, spec, requested);
+  // A GGUF grid is static: every sub-block's scale (and min) is llama.cpp's reference choice for
+  // the original weights; GPTQ chooses the codes on it, in any order (the groups stay contiguous).
+  GptqOptions options = requested;
+  if (spec.gguf_grid) options.static_groups = true;
   // A model's weight usually requires grad: without this guard every in-place update below would
   // be recorded for autograd.
   at::NoGradGuard no_grad;
@@ -289,12 +296,18 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   // The reference takes a per-channel range once, from the original weights with their dead
   // columns: one static group, found before the dead columns are zeroed.
   const bool lazy = options.group_params == GptqGroupParams::kLazy;
-  const bool lazy_per_channel = lazy && group == cols;
+  const bool lazy_per_channel = lazy && group == cols && !spec.gguf_grid;
   const bool static_groups = options.static_groups || lazy_per_channel;
   if (lazy_per_channel) find_static_groups(w_tensor, spec, group, scales, zeros);
   report.dead_columns = zero_dead_columns(w_tensor, h);
-  if (options.static_groups && !lazy_per_channel)
+  QuantizedWeight grid;
+  if (spec.gguf_grid) {
+    grid = gguf_grid_quantize(*spec.gguf_grid, w_tensor);
+    scales = grid.scales;
+    zeros = grid.zeros;
+  } else if (options.static_groups && !lazy_per_channel) {
     find_static_groups(w_tensor, spec, group, scales, zeros);
+  }
 
   const at::Tensor order = processing_order(w_tensor, h, options.act_order);
   const std::vector<int64_t> group_of = processing_groups(order, group, static_groups);
@@ -312,6 +325,7 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
       .spec = spec,
       .static_groups = static_groups,
       .lazy_group_params = lazy,
+      .min_form = spec.gguf_grid && gguf_grid_info(*spec.gguf_grid).min_form,
       .group = group,
       .block = block,
       .codes = at::empty({rows, cols}, at::kByte),
@@ -325,6 +339,8 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   at::Tensor output = loop.output;
   QuantizedWeight result =
       original_order_result(spec, options, order, group, scales, zeros, loop.codes, output);
+  result.gguf_grid = grid.gguf_grid;
+  result.super_scales = grid.super_scales;
   for (double l : loop.row_loss) report.loss += l;
   report.output = output;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

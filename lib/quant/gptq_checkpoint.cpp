@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "model/model_dir.h"
+#include "quant/gguf_grid.h"
 #include "quant/packed_gptq_linear.h"
 
 namespace rqat::quant {
@@ -313,6 +314,11 @@ void check_gptq_exportable(model::CausalLM& model, const QuantSpec& spec, GptqFo
 }
 
 void check_gptq_packable(model::CausalLM& model, const QuantSpec& spec) {
+  if (spec.gguf_grid)
+    fail(
+        "a model on the {} grid has no GPTQ layout (its scales are llama.cpp's): export GGUF "
+        "(ptq --export gguf, rqat convert --to gguf)",
+        gguf_grid_name(*spec.gguf_grid));
   const int64_t multiple = gptq_pack_multiple(spec.bits);
   for (const auto& slot : model.linear_layers(true)) {
     if (!spec.quantizes(slot.name)) continue;

@@ -9,6 +9,7 @@
 
 #include "io/error.h"
 #include "quant/capturing_linear.h"
+#include "quant/gguf_grid.h"
 #include "quant/hessian.h"
 #include "quant/rtn.h"
 
@@ -64,9 +65,10 @@ void run_block(model::DecoderLayer& layer, int64_t index, const BlockData& data)
 }
 
 // Rounds scales to float16 (as GPTQ checkpoints store them) and returns the weight the codes then
-// stand for.
+// stand for. A GGUF grid's scales are already what its blocks store (fp16, or fp16 times an
+// integer sub-block scale).
 at::Tensor finalize(QuantizedWeight& q) {
-  q.scales = q.scales.to(at::kHalf).to(at::kFloat);
+  if (!q.gguf_grid) q.scales = q.scales.to(at::kHalf).to(at::kFloat);
   return q.dequantize();
 }
 
@@ -140,9 +142,24 @@ class Quantizer {
   PtqResult& result_;
 };
 
+// A GGUF grid: RTN or GPTQ choose its codes, and every selected layer's rows hold whole blocks.
+void check_gguf_grid_fits(model::CausalLM& model, const QuantSpec& spec, PtqMethod method) {
+  check_grid_method(spec, method);
+  const std::string grid = gguf_grid_name(*spec.gguf_grid);
+  const int64_t block = gguf_grid_info(*spec.gguf_grid).block;
+  for (const auto& slot : model.linear_layers(true)) {
+    if (!spec.quantizes(slot.name)) continue;
+    const int64_t in = (*slot.layer)->in_features();
+    if (in % block != 0)
+      fail("--grid {}: {} has rows of {} values, not a whole number of {}-value blocks", grid,
+           slot.name, in, block);
+  }
+}
+
 void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOptions& options) {
   options.spec.validate("--");
   if (options.batch_size < 1) fail("--batch-size must be >= 1, got {}", options.batch_size);
+  if (options.spec.gguf_grid) check_gguf_grid_fits(model, options.spec, options.method);
   const bool needs_data = options.method != PtqMethod::kRtn && options.method != PtqMethod::kNf4;
   if (!ids.defined()) {
     if (needs_data)
@@ -159,6 +176,12 @@ void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOption
 }
 
 }  // namespace
+
+void check_grid_method(const QuantSpec& spec, PtqMethod method) {
+  if (spec.gguf_grid && method != PtqMethod::kRtn && method != PtqMethod::kGptq)
+    fail("--grid {}: --method {} does not choose codes on a GGUF grid (use rtn or gptq)",
+         gguf_grid_name(*spec.gguf_grid), enum_name(method));
+}
 
 PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_ids,
                          const PtqOptions& options, std::ostream& log) {

@@ -67,6 +67,9 @@ struct PtqResult {
 PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_ids,
                          const PtqOptions& options, std::ostream& log);
 
+// A spec on a GGUF grid takes --method rtn or gptq (the others do not choose codes on it).
+void check_grid_method(const QuantSpec& spec, PtqMethod method);
+
 // The true-sequential groups of a decoder block, as local names ("self_attn.q_proj", ...).
 const std::vector<std::vector<std::string>>& sequential_groups();
 

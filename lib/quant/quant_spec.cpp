@@ -8,6 +8,7 @@
 
 #include "io/error.h"
 #include "io/name_pattern.h"
+#include "quant/gguf_grid.h"
 
 namespace rqat::quant {
 
@@ -66,7 +67,29 @@ bool QuantSpec::quantizes(std::string_view module_name) const {
   return matches_any(include, module_name) && !matches_any(exclude, module_name);
 }
 
+void QuantSpec::use_gguf_grid(io::GgufType type) {
+  const GgufGridInfo grid = gguf_grid_info(type);
+  gguf_grid = type;
+  bits = grid.bits;
+  group_size = grid.sub_block;
+  symmetric = false;
+  clip_search = false;
+}
+
 void QuantSpec::validate(std::string_view where) const {
+  if (gguf_grid) {
+    const GgufGridInfo grid = gguf_grid_info(*gguf_grid, field_name(where, "grid"));
+    if (bits != grid.bits || group_size != grid.sub_block)
+      fail("{} = {} has {}-bit codes in groups of {}: {} = {} and {} = {} do not match",
+           field_name(where, "grid"), gguf_grid_name(*gguf_grid), grid.bits, grid.sub_block,
+           field_name(where, "bits"), bits, field_name(where, "group_size"), group_size);
+    if (per_tensor || clip_search || v1_zeros)
+      fail("{} = {}: per_tensor, clip_search and v1_zeros do not apply to a GGUF grid",
+           field_name(where, "grid"), gguf_grid_name(*gguf_grid));
+    check_patterns(include, where, "include");
+    check_patterns(exclude, where, "exclude");
+    return;
+  }
   if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
     fail("{} = {}: supported bit widths are 2, 3, 4 and 8", field_name(where, "bits"), bits);
   if (group_size != -1 && group_size < 1) {
@@ -87,6 +110,7 @@ io::Json QuantSpec::to_json() const {
   // Written only when set, so the specs of earlier artifacts read back unchanged.
   if (per_tensor) json["per_tensor"] = true;
   if (v1_zeros) json["v1_zeros"] = true;
+  if (gguf_grid) json["grid"] = gguf_grid_name(*gguf_grid);
   return json;
 }
 
@@ -110,12 +134,15 @@ QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
                     : key == "per_tensor"  ? spec.per_tensor
                                            : spec.v1_zeros;
       field = value.get<bool>();
+    } else if (key == "grid") {
+      if (!value.is_string()) fail("{} must be a string, got {}", name, value.dump());
+      spec.gguf_grid = parse_gguf_grid(value.get<std::string>(), name);
     } else if (key == "include" || key == "exclude") {
       (key == "include" ? spec.include : spec.exclude) = string_list(value, name);
     } else {
       fail(
           "{}: unknown key (known: bits, group_size, symmetric, clip_search, per_tensor, "
-          "v1_zeros, include, exclude)",
+          "v1_zeros, grid, include, exclude)",
           name);
     }
   }
@@ -124,6 +151,8 @@ QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
 }
 
 std::string QuantSpec::describe() const {
+  if (gguf_grid)
+    return fmt::format("{} grid (W{}, groups of {})", gguf_grid_name(*gguf_grid), bits, group_size);
   std::string out = per_tensor         ? fmt::format("W{} per-tensor", bits)
                     : group_size == -1 ? fmt::format("W{} per-channel", bits)
                                        : fmt::format("W{}G{}", bits, group_size);

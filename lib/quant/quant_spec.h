@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "io/gguf_file.h"
 #include "io/json_file.h"
 
 namespace rqat::quant {
@@ -27,12 +29,19 @@ struct QuantSpec {
   // becomes max / (maxq - 1) with zero 1, a grid that still spans [min, max]. ptq and the
   // trainers set it before any work when they are to export v1.
   bool v1_zeros = false;
+  // llama.cpp's grid of a GGUF block type instead of the uniform one (quant/gguf_grid.h): bits
+  // and group size are then the type's (use_gguf_grid sets them), the scales those of llama.cpp's
+  // reference quantizer, and the layers export to that GGUF type with no rounding error.
+  std::optional<io::GgufType> gguf_grid;
   // Which linear layers are quantized, as ECMAScript regexes matched against the whole Hugging
   // Face module name (e.g. "model.layers.3.self_attn.q_proj"). A layer is quantized when it
   // matches some include pattern and no exclude pattern. Default: every linear layer inside the
   // decoder blocks; embeddings and lm_head stay in full precision.
   std::vector<std::string> include = {R"(model\.layers\.\d+\..*)"};
   std::vector<std::string> exclude = {};
+
+  // Puts the spec on `type`'s grid (bits and group size from it; symmetric and clip search off).
+  void use_gguf_grid(io::GgufType type);
 
   int64_t max_code() const { return (int64_t{1} << bits) - 1; }
   // Number of groups along an input dimension of `in_features` (the last one may be smaller).

@@ -17,6 +17,8 @@ void save_quant_state(const std::filesystem::path& dir, const QuantState& state)
     tensors.emplace_back(name + ".scales", q.scales.to(at::kFloat).cpu());
     tensors.emplace_back(name + ".zeros", q.zeros.to(at::kFloat).cpu());
     tensors.emplace_back(name + ".g_idx", q.g_idx.to(at::kInt).cpu());
+    if (q.super_scales.defined())
+      tensors.emplace_back(name + ".super_scales", q.super_scales.to(at::kFloat).cpu());
   }
   std::filesystem::create_directories(dir);
   io::save_safetensors(dir / kQuantStateFile, tensors,
@@ -51,8 +53,11 @@ QuantState load_quant_state(const std::filesystem::path& dir) {
     q.scales = file->tensor(name + ".scales").clone();
     q.zeros = file->tensor(name + ".zeros").clone();
     q.g_idx = file->tensor(name + ".g_idx").clone();
+    if (file->contains(name + ".super_scales"))
+      q.super_scales = file->tensor(name + ".super_scales").clone();
     q.bits = state.spec.bits;
     q.group_size = state.spec.group_size;
+    q.gguf_grid = state.spec.gguf_grid;
     q.validate(path.string() + ": " + name);
     state.layers.emplace(name, std::move(q));
   }

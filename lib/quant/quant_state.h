@@ -1,6 +1,7 @@
 // quant_state.safetensors: the quantized state of every quantized layer of an artifact, the input
 // of QAT (issue 6), evaluation and export. Per layer NAME: NAME.codes (uint8, out x in),
-// NAME.scales and NAME.zeros (float32, out x groups), NAME.g_idx (int32, in); the metadata holds
+// NAME.scales and NAME.zeros (float32, out x groups), NAME.g_idx (int32, in), on a GGUF grid's
+// K-quants NAME.super_scales (float32, out x blocks x 2: d, dmin); the metadata holds
 // the QuantSpec as JSON under "rqat.quant_spec". The artifact's model.safetensors holds the
 // dequantized weights of the same layers, so full-precision loaders run the quantized model.
 #pragma once

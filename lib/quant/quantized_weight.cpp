@@ -6,18 +6,23 @@
 #include <ATen/ATen.h>
 
 #include "io/error.h"
+#include "quant/gguf_grid.h"
 
 namespace rqat::quant {
 
 at::Tensor QuantizedWeight::dequantize() const {
   auto z = zeros.index_select(1, g_idx.to(at::kLong));
   auto s = scales.index_select(1, g_idx.to(at::kLong));
-  return (codes.to(at::kFloat) - z) * s;
+  const bool min_form = gguf_grid && gguf_grid_info(*gguf_grid).min_form;
+  return grid_values(codes.to(at::kFloat), s, z, min_form);
 }
 
 void QuantizedWeight::validate(const std::string& name) const {
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
+  if (gguf_grid) {
+    if (bits < 2 || bits > 8) fail("{}: bits = {} (a GGUF grid has 2 to 8)", name, bits);
+  } else if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
     fail("{}: bits = {} (supported: 2, 3, 4, 8)", name, bits);
+  }
   if (group_size != -1 && group_size < 1)
     fail("{}: group_size = {} (must be -1 or positive)", name, group_size);
   if (!codes.defined() || codes.dim() != 2 || codes.scalar_type() != at::kByte)
@@ -45,6 +50,7 @@ void QuantizedWeight::validate(const std::string& name) const {
     fail("{}: g_idx has entries outside [0, {})", name, groups);
   if (codes.numel() > 0 && codes.max().item<int64_t>() > max_code)
     fail("{}: codes exceed {} (the largest {}-bit code)", name, max_code, bits);
+  if (gguf_grid) return validate_gguf_grid(*this, name);
   if (scales.numel() > 0) {
     if (!(scales > 0).all().item<bool>() || !at::isfinite(scales).all().item<bool>())
       fail("{}: scales must be finite and > 0", name);

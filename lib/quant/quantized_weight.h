@@ -2,12 +2,17 @@
 // integer codes, per-group scales and zero points, and the group of every input column (g_idx,
 // which act-order makes non-monotonic). The weight it stands for is
 //   W[r, c] = (codes[r, c] - zeros[r, g_idx[c]]) * scales[r, g_idx[c]].
+// A layer on one of llama.cpp's grids (gguf_grid set; quant/gguf_grid.h) has the type's sub-blocks
+// as groups and, for the types with mins, W[r, c] = scales[r, g] * codes[r, c] - zeros[r, g].
 #pragma once
 
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "io/gguf_file.h"
 
 namespace rqat::quant {
 
@@ -18,6 +23,10 @@ struct QuantizedWeight {
   at::Tensor g_idx;   // (in) int32, group of each input column
   int bits = 4;
   int64_t group_size = 128;  // as in the QuantSpec (-1: per channel)
+  // On a GGUF grid: the block type; zeros then hold mins for the types with mins, scales may be
+  // 0, and the K-quants' fp16 super-block scales (d, dmin) are super_scales (out, in / 256, 2).
+  std::optional<io::GgufType> gguf_grid;
+  at::Tensor super_scales;
 
   int64_t out_features() const { return codes.size(0); }
   int64_t in_features() const { return codes.size(1); }

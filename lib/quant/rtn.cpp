@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "io/error.h"
+#include "quant/gguf_grid_blocks.h"
 #include "quant/uniform_quantizer.h"
 
 namespace rqat::quant {
@@ -16,6 +17,8 @@ QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec) {
     fail("rtn: the weight must be a 2-D float tensor (out, in), got {} dims of {}", weight.dim(),
          c10::toString(weight.scalar_type()));
   at::NoGradGuard no_grad;
+  // On a GGUF grid, RTN is llama.cpp's reference quantization of the type.
+  if (spec.gguf_grid) return gguf_grid_quantize(*spec.gguf_grid, weight);
   auto w = weight.to(at::kFloat).contiguous();
   const int64_t rows = w.size(0), cols = w.size(1);
   const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);

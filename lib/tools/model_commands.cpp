@@ -4,12 +4,16 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <ostream>
+
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "io/json_file.h"
 #include "model/init.h"
 #include "quant/gguf_export.h"
+#include "quant/gguf_grid.h"
 #include "quant/load_model.h"
+#include "quant/quant_state.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rqat::tools {
@@ -52,12 +56,32 @@ void convert_model_dir(const std::filesystem::path& in_dir, const std::filesyste
 }
 
 void convert_model_to_gguf(const std::filesystem::path& in_dir,
-                           const std::filesystem::path& out_file, io::GgufType type) {
+                           const std::filesystem::path& out_file, io::GgufType type,
+                           std::optional<io::GgufType> embedding_type, std::ostream& out) {
   auto model = quant::load_model(in_dir, {at::kFloat, c10::kCPU, /*dequantize=*/true});
   quant::GgufExportOptions options;
   options.type = type;
+  options.embedding_type = embedding_type;
   options.name = in_dir.filename().string();
-  quant::export_gguf(*model, in_dir, out_file, options);
+  std::optional<quant::QuantState> state;
+  if (std::filesystem::exists(in_dir / quant::kQuantStateFile)) {
+    state = quant::load_quant_state(in_dir);
+    if (state->spec.gguf_grid == type)
+      options.grid_layers = &state->layers;
+    else if (state->spec.gguf_grid)
+      out << fmt::format("note: {} was made on the {} grid; --gguf-type {} requantizes it\n",
+                         in_dir.string(), quant::gguf_grid_name(*state->spec.gguf_grid),
+                         enum_name(type));
+  }
+  const auto summary = quant::export_gguf(*model, in_dir, out_file, options);
+  std::string text = fmt::format("{} tensors", summary.tensors);
+  if (summary.grid_layers > 0)
+    text += fmt::format("; {} matrices written from their codes on the {} grid (no rounding)",
+                        summary.grid_layers, quant::gguf_grid_name(type));
+  for (const auto& [matrix_type, count] : summary.requantized)
+    text += fmt::format("; {} quantized to {} by llama.cpp's reference quantizer", count,
+                        enum_name(matrix_type));
+  out << text << "\n";
 }
 
 void write_logits(const std::filesystem::path& model_dir, const std::filesystem::path& input,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <iosfwd>
 #include <optional>
 #include <string>
 
@@ -32,9 +33,13 @@ void convert_model_dir(const std::filesystem::path& in_dir, const std::filesyste
 
 // Writes a model directory (full precision, a rqat artifact, or a GPTQ checkpoint, dequantized) as
 // one GGUF file for llama.cpp with its matrices in `type`, each block quantized as llama.cpp's
-// reference quantizer does (quant/gguf_export.h); a type the shapes cannot hold fails first.
+// reference quantizer does (quant/gguf_export.h); a type the shapes cannot hold fails first. The
+// layers of an artifact trained or quantized on the grid of `type` (--grid gguf-<type>) are
+// written from their own codes, checked to lose nothing. embedding_type: the token embeddings' and
+// output layer's type when not `type`. Says what it did on `out`.
 void convert_model_to_gguf(const std::filesystem::path& in_dir,
-                           const std::filesystem::path& out_file, io::GgufType type);
+                           const std::filesystem::path& out_file, io::GgufType type,
+                           std::optional<io::GgufType> embedding_type, std::ostream& out);
 
 // Reads input_ids and attention_mask (int64 (B, T)) from a safetensors file, writes float32 logits
 // (B, T, vocab) to another.

@@ -13,11 +13,13 @@
 #include "model/model_dir.h"
 #include "ops/kernel_choice.h"
 #include "quant/bnb_checkpoint.h"
+#include "quant/gguf_export.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/gptq_packing.h"
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/model_commands.h"
 
 namespace rqat::tools {
 // A tool wires concerns together; the names of the ones it is mostly made of read unqualified.
@@ -75,15 +77,27 @@ std::string layer_table(const PtqResult& result) {
   return text;
 }
 
-// The export format of --export: gptq / gptq_v2 for the uniform methods, bnb for nf4.
+// The export format of --export: gptq / gptq_v2 for the uniform methods, bnb for nf4, gguf.
 struct ExportChoice {
   std::optional<GptqFormat> gptq;
   bool bnb = false;
+  std::optional<io::GgufType> gguf;
 };
 
-ExportChoice export_choice(const PtqCommandOptions& options, PtqMethod method) {
+ExportChoice export_choice(const PtqCommandOptions& options, PtqMethod method,
+                           const QuantSpec& spec) {
   ExportChoice choice;
+  if ((options.gguf_type || options.gguf_embedding_type) && options.export_format != "gguf")
+    fail("--gguf-type and --gguf-embedding-type go with --export gguf");
   if (options.export_format.empty()) return choice;
+  if (options.export_format == "gguf") {
+    choice.gguf = options.gguf_type ? options.gguf_type : spec.gguf_grid;
+    if (!choice.gguf)
+      fail(
+          "--export gguf needs --gguf-type (f16, bf16, q8_0, q4_0, q4_1, q2_k ... q6_k) or a "
+          "--grid gguf-<type>");
+    return choice;
+  }
   if (method == PtqMethod::kNf4) {
     if (options.export_format != "bnb")
       fail("--export {}: --method nf4 exports bitsandbytes checkpoints only (--export bnb)",
@@ -183,11 +197,12 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   // --- Everything checkable before work: spec, method, export format, calibration data.
   PtqOptions ptq = options.ptq;
   ptq.spec.validate("--");
+  check_grid_method(ptq.spec, ptq.method);
   if (options.out_dir.empty()) fail("--out is required");
   const bool needs_data = ptq.method != PtqMethod::kRtn && ptq.method != PtqMethod::kNf4;
   if (needs_data && !options.calibration)
     fail("--method {} needs calibration data (--calib FILE)", enum_name(ptq.method));
-  const ExportChoice exports = export_choice(options, ptq.method);
+  const ExportChoice exports = export_choice(options, ptq.method, ptq.spec);
   // A v1 export is decided now: its zero points are kept >= 1 while quantizing.
   if (exports.gptq == GptqFormat::kV1 && !ptq.spec.symmetric && !ptq.spec.v1_zeros) {
     ptq.spec.v1_zeros = true;
@@ -199,6 +214,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   auto model =
       quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
   if (exports.gptq) check_gptq_exportable(*model, ptq.spec, *exports.gptq);
+  if (exports.gguf) check_gguf_exportable(*model, {*exports.gguf, options.gguf_embedding_type});
   out << fmt::format(
       "ptq: {} {} of {}\n", enum_name(ptq.method),
       ptq.method == PtqMethod::kNf4 ? ptq.nf4.to_json(ptq.spec).dump() : ptq.spec.describe(),
@@ -227,6 +243,12 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
       error_count ? error_sum / error_count : std::numeric_limits<double>::quiet_NaN();
   if (exports.gptq) export_gptq(options, ptq, *model, result.ptq, *exports.gptq, out);
   if (exports.bnb) export_bnb(options, *model, result.ptq, out);
+  if (exports.gguf) {
+    // From the artifact just written: the model directory's tokenizer and config, its layers.
+    const auto file = options.out_dir / fmt::format("model-{}.gguf", enum_name(*exports.gguf));
+    convert_model_to_gguf(options.out_dir, file, *exports.gguf, options.gguf_embedding_type, out);
+    out << fmt::format("exported {}\n", file.string());
+  }
   result.peak_rss_mb = peak_rss_mb();
   write_ptq_manifest(options, ptq, calibration, result);
 

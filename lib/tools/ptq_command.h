@@ -7,6 +7,8 @@
 //                                                     the calibration record, summary metrics
 //   metrics.h5                                        per-layer relative error, timing, damping
 //   gptq/ (with --export gptq|gptq_v2)                the packed GPTQ checkpoint
+//   model-<type>.gguf (with --export gguf)            one GGUF file for llama.cpp: a --grid's
+//                                                     layers written from their codes
 // and print the per-layer table. Everything that can be checked is checked before any work.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "io/gguf_file.h"
 #include "quant/calibration.h"
 #include "quant/ptq.h"
 
@@ -28,7 +31,9 @@ struct PtqCommandOptions {
   std::filesystem::path out_dir;
   quant::PtqOptions ptq;
   std::optional<quant::CalibrationOptions> calibration;  // required for gptq and awq
-  std::string export_format;          // "", "gptq" or "gptq_v2" (uniform methods), "bnb" (nf4)
+  std::string export_format;  // "", "gptq" or "gptq_v2" (uniform methods), "bnb" (nf4), "gguf"
+  std::optional<io::GgufType> gguf_type;  // --export gguf: the matrices' type (default: --grid's)
+  std::optional<io::GgufType> gguf_embedding_type;  // and the embeddings' (default: gguf_type)
   at::ScalarType dtype = at::kFloat;  // compute dtype
   c10::Device device = c10::kCPU;
 };

@@ -16,6 +16,7 @@
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/model_commands.h"
 #include "tools/ptq_command.h"
 #include "train/qat_model.h"
 #include "train/sharded_parameters.h"
@@ -90,8 +91,11 @@ void check_files(const QatCommandOptions& options) {
     fail("--eval-data {}: file not found", options.eval_data->path.string());
 }
 
+// --export gguf writes OUT/model-<type>.gguf of a model on a GGUF grid (quant/gguf_grid.h).
+bool exports_gguf(const QatCommandOptions& options) { return options.export_format == "gguf"; }
+
 std::optional<quant::GptqFormat> export_format(const QatCommandOptions& options) {
-  if (options.export_format.empty()) return std::nullopt;
+  if (options.export_format.empty() || exports_gguf(options)) return std::nullopt;
   return parse_enum<quant::GptqFormat>(options.export_format, "--export");
 }
 
@@ -101,7 +105,7 @@ void check_plan(const QatCommandOptions& options, const model::ModelConfig& conf
   if (!options.export_format.empty()) {
     if (!plan.quantize)
       fail("--export {} needs quantized weights (not --bits 16)", options.export_format);
-    parse_enum<quant::GptqFormat>(options.export_format, "--export");
+    if (!exports_gguf(options)) parse_enum<quant::GptqFormat>(options.export_format, "--export");
   }
   if (options.sequences.max_length > config.max_position_embeddings)
     fail("--max-length {} exceeds the model's max_position_embeddings {} ({})",
@@ -214,7 +218,14 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
   model::save_causal_lm(student, options.out_dir, save);
   if (plan.quantize) quant::save_quant_state(options.out_dir, state);
   metrics.write_hdf5({{"tool", tool}});
-  if (!options.export_format.empty()) export_gptq(options, student, state, out);
+  if (exports_gguf(options)) {
+    const auto file =
+        options.out_dir / fmt::format("model-{}.gguf", enum_name(*state.spec.gguf_grid));
+    convert_model_to_gguf(options.out_dir, file, *state.spec.gguf_grid, std::nullopt, out);
+    out << fmt::format("exported {}\n", file.string());
+  } else if (!options.export_format.empty()) {
+    export_gptq(options, student, state, out);
+  }
 
   io::Manifest manifest;
   manifest.tool = tool;
@@ -275,6 +286,11 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
   const quant::QuantSpec spec =
       attach_quant_plan(*student, plan, options.model_dir, options.bits, options.fake_quant,
                         export_format(options), quantized);
+  if (exports_gguf(options) && !spec.gguf_grid)
+    fail(
+        "--export gguf: the student is on rqat's uniform grid, not a GGUF one (start from a ptq "
+        "artifact made with --grid gguf-<type>, or pass --grid); rqat convert --to gguf "
+        "re-quantizes any artifact");
   student->set_activation_checkpointing(options.activation_checkpointing);
   const auto teacher = teacher_dir.empty() ? nullptr : load_teacher(teacher_dir, config, device);
   if (comm->is_main())

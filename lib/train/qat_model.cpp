@@ -56,7 +56,7 @@ std::vector<std::string> attach_fake_quant_rtn(model::CausalLM& model, const qua
     // scales export exactly. The master weight stays the full-precision one.
     const at::Tensor weight = layer.effective_weight().detach();
     quant::QuantizedWeight q = quant::rtn_quantize(weight, spec);
-    q.scales = q.scales.to(at::kHalf).to(at::kFloat);
+    if (!q.gguf_grid) q.scales = q.scales.to(at::kHalf).to(at::kFloat);  // a grid's are stored
     auto fq = std::make_shared<quant::FakeQuantLinear>(weight, q, layer.bias(),
                                                        named(options, slot.name));
     model.replace_linear(slot, fq);
@@ -110,11 +110,11 @@ QuantPlan plan_quantization(const fs::path& model_dir, std::optional<int> bits,
            quant::kQuantStateFile);
     return plan;  // the spec comes with the state
   }
-  if (!bits)
+  if (!bits && !spec.gguf_grid)
     fail("--bits is required: {} has no {} to start from (2, 3, 4, 8, or 16 for full precision)",
          model_dir.string(), quant::kQuantStateFile);
   plan.spec = spec;
-  plan.spec.bits = *bits;
+  if (bits) plan.spec.bits = *bits;  // a grid's own bits otherwise
   plan.spec.validate("--");
   return plan;
 }
