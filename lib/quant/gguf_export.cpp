@@ -192,14 +192,10 @@ GgufExportSummary export_gguf(const model::CausalLM& model,
     at::Tensor value = t.value.detach().to(at::kCPU, at::kFloat).contiguous();
     std::optional<QuantizedWeight> grid;
     if (t.grid != nullptr) grid = *t.grid;
-    if (c.family == model::Family::kLlama) {
-      const bool q = t.hf_name.find("self_attn.q_proj.") != std::string::npos;
-      const bool k = t.hf_name.find("self_attn.k_proj.") != std::string::npos;
-      if (q || k) {
-        const int64_t heads = q ? c.num_attention_heads : c.num_key_value_heads;
-        value = interleave_rope_rows(value, heads);
-        if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), heads, true));
-      }
+    if (const auto heads = rope_reordered_heads(t.hf_name, c.family == model::Family::kLlama,
+                                                c.num_attention_heads, c.num_key_value_heads)) {
+      value = interleave_rope_rows(value, *heads);
+      if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), *heads, true));
     }
     std::string bytes =
         grid ? exact_grid_bytes(t, *grid, value) : quantize_gguf_tensor(t.type, value);

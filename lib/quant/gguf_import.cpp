@@ -102,14 +102,11 @@ void import_gguf(const std::filesystem::path& file, const std::filesystem::path&
       if (has_gguf_grid(t.type))
         grid = gguf_grid_from_blocks(t.type, t.data, t.shape[0], t.shape[1]);
     }
-    if (config.family == model::Family::kLlama) {
-      const bool q = name.find("self_attn.q_proj.") != std::string::npos;
-      const bool k = name.find("self_attn.k_proj.") != std::string::npos;
-      if (q || k) {
-        const int64_t heads = q ? config.num_attention_heads : config.num_key_value_heads;
-        value = deinterleave_rope_rows(value, heads);
-        if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), heads, false));
-      }
+    if (const auto heads =
+            rope_reordered_heads(name, config.family == model::Family::kLlama,
+                                 config.num_attention_heads, config.num_key_value_heads)) {
+      value = deinterleave_rope_rows(value, *heads);
+      if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), *heads, false));
     }
     if (grid)
       grid_layers.emplace(name.substr(0, name.size() - 7), std::move(*grid));  // - ".weight"

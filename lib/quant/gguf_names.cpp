@@ -81,4 +81,12 @@ at::Tensor rope_row_order(int64_t rows, int64_t heads, bool interleave) {
       .squeeze(1);
 }
 
+std::optional<int64_t> rope_reordered_heads(const std::string& hf_name, bool llama,
+                                            int64_t query_heads, int64_t kv_heads) {
+  if (!llama) return std::nullopt;
+  if (hf_name.find("self_attn.q_proj.") != std::string::npos) return query_heads;
+  if (hf_name.find("self_attn.k_proj.") != std::string::npos) return kv_heads;
+  return std::nullopt;
+}
+
 }  // namespace rqat::quant

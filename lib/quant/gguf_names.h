@@ -6,6 +6,8 @@
 
 #include <ATen/Tensor.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace rqat::quant {
@@ -21,5 +23,9 @@ at::Tensor deinterleave_rope_rows(const at::Tensor& w, int64_t heads);
 // The same as an index (rows) int64: row r of the reordered weight is row index[r] of the original
 // (interleave: Hugging Face to llama.cpp; else back).
 at::Tensor rope_row_order(int64_t rows, int64_t heads, bool interleave);
+// The heads whose rows a tensor has reordered between the two layouts: llama's q_proj and k_proj
+// weights and biases (query or key/value heads), else none (Qwen's rope is Hugging Face's).
+std::optional<int64_t> rope_reordered_heads(const std::string& hf_name, bool llama,
+                                            int64_t query_heads, int64_t kv_heads);
 
 }  // namespace rqat::quant
