@@ -4,15 +4,21 @@
 // y = x W^T agrees with the reference (dequantize, then a float32 matmul) within float32
 // summation-order tolerance, on awkward shapes: in-features not a multiple of the group or of 32,
 // 3-bit codes, per-channel groups, act-order column permutations, 1 to 70 rows, bf16 inputs.
+// The int8 kernel (ops/low_bit_matmul_int8_kernel.h) against its plain reference within float32
+// noise, and against the float reference within the closed-form bound of rounding x to 8 bits.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "ops/kernel_choice.h"
 #include "ops/low_bit_matmul.h"
+#include "ops/low_bit_matmul_int8_kernel.h"
 #include "ops/low_bit_weight.h"
 #include "test_util.h"
 
@@ -149,4 +155,109 @@ TEST_CASE("low-bit packing refuses what the kernels cannot read", "[low_bit]") {
                       {"l", "scales and zeros"});
   const ops::LowBitWeight w = ops::pack_low_bit(codes, scales, zeros, 4, 32, {}, "l");
   test::require_error([&] { ops::low_bit_matmul(at::ones({1, 31}), w); }, {"in_features = 32"});
+}
+
+TEST_CASE("the int8 kernel computes its reference, within the bound of rounding x", "[low_bit]") {
+  for (size_t i = 0; i < cases().size(); ++i) {
+    const Case& c = cases()[i];
+    if (c.bits > 4) continue;  // 8-bit codes take float activations only
+    const Quantized q = random_quantized(c, 400 + i);
+    const ops::LowBitWeight w = pack(c, q);
+    for (int64_t rows : {1, 2, 3, 4, 5, 9}) {
+      INFO(describe(c) << ", " << rows << " rows");
+      // Fresh inputs with a few outliers, as activations have: blocks of very different d_b.
+      auto gen = generator(500 + i * 100 + rows);
+      const at::Tensor x = at::randn({rows, c.in}, gen, at::kFloat) *
+                           (1 + 20 * (at::rand({rows, c.in}, gen) > 0.97).to(at::kFloat));
+      const at::Tensor got = ops::low_bit_matmul_cpu_int8_kernel(x, w);
+      const at::Tensor padded = ops::in_kernel_order(x, w);
+      const int64_t width = w.groups() * w.blocks_per_group() * 32;
+      // The kernel's input layout: each group padded to whole blocks (as low_bit_matmul does).
+      at::Tensor blocks = at::zeros({rows, width}, at::kFloat);
+      for (int64_t g = 0; g < w.groups(); ++g) {
+        const int64_t first = g * w.group_size, n = std::min(w.group_size, c.in - first);
+        blocks.narrow(1, g * w.blocks_per_group() * 32, n).copy_(padded.narrow(1, first, n));
+      }
+      // Its reference (integer sums in int64, the rest in float64): float32 noise only.
+      const at::Tensor reference = ops::low_bit_matmul_int8_reference(blocks, w);
+      const at::Tensor magnitude =
+          at::matmul(x.abs(), ops::dequantize_low_bit(w).abs().t()).clamp_min(1e-3);
+      CHECK(((got - reference).abs() / magnitude).max().item<double>() < 1e-5);
+      // The float result, within what rounding x to 8 bits can change (a closed form) ...
+      const at::Tensor exact =
+          at::matmul(x.to(at::kDouble), ops::dequantize_low_bit(w).to(at::kDouble).t());
+      const at::Tensor bound = ops::low_bit_int8_error_bound(blocks, w).to(at::kDouble);
+      CHECK(((got - exact).abs() - bound - 1e-5 * magnitude).max().item<double>() <= 0);
+      // ... and the rounding does change it (the kernel is not the float path).
+      CHECK(((got - exact).abs() / magnitude).max().item<double>() > 1e-5);
+      // The dispatcher takes the int8 kernel when asked to.
+      ops::set_low_bit_activations(ops::LowBitActivations::kInt8);
+      const at::Tensor dispatched = ops::low_bit_matmul(x, w);
+      ops::set_low_bit_activations(ops::LowBitActivations::kFloat);
+      if (ops::kernel_mode() != ops::KernelMode::kReference) CHECK(at::equal(dispatched, got));
+    }
+  }
+}
+
+TEST_CASE("the int8 kernel rounds each block of x to 8 bits with max |x| / 127", "[low_bit]") {
+  // One block, codes all 1 and zero 0, scale 1: y is the sum of the rounded x, in closed form.
+  const int64_t in = 32;
+  for (int bits : {2, 3, 4}) {
+    INFO("W" << bits);
+    const at::Tensor codes = at::ones({1, in}, at::kInt);
+    const ops::LowBitWeight w = ops::pack_low_bit(codes, at::ones({1, 1}), at::zeros({1, 1}), bits,
+                                                  32, at::Tensor(), "test");
+    const at::Tensor x = at::linspace(-2.0, 1.0, in, at::kFloat).view({1, in});
+    const double d = 2.0 / 127;
+    const double want = (at::round(x.to(at::kDouble) / d) * d).sum().item<double>();
+    const double got = ops::low_bit_matmul_cpu_int8_kernel(x, w).item<double>();
+    CHECK(std::abs(got - want) < 1e-5);
+    // A block of zeros, and a NaN that reaches y.
+    CHECK(ops::low_bit_matmul_cpu_int8_kernel(at::zeros({1, in}), w).item<float>() == 0);
+    at::Tensor poisoned = x.clone();
+    poisoned[0][5] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(std::isnan(ops::low_bit_matmul_cpu_int8_kernel(poisoned, w).item<float>()));
+  }
+}
+
+TEST_CASE("the int8 kernel reaches every code of every position", "[low_bit]") {
+  // A one-hot x picks one column; its output is exactly (code - zero) * scale * x, for all codes.
+  for (int bits : {2, 3, 4}) {
+    INFO("W" << bits);
+    const int64_t levels = int64_t{1} << bits, in = 64;
+    const at::Tensor codes = at::arange(levels * in, at::kInt).remainder(levels).view({levels, in});
+    const ops::LowBitWeight w =
+        ops::pack_low_bit(codes, at::full({levels, 2}, 0.5), at::full({levels, 2}, 1.0), bits, 32,
+                          at::Tensor(), "test");
+    const at::Tensor x = at::eye(in, at::kFloat) * 127;  // 64 rows, each one column: d = 1
+    const at::Tensor got = ops::low_bit_matmul_cpu_int8_kernel(x, w);
+    const at::Tensor want = (codes.t().to(at::kFloat) - 1) * 0.5 * 127;
+    CHECK(at::equal(got, want));
+  }
+}
+
+TEST_CASE("the int8 kernel reads exact float16 scales and zeros with the same results",
+          "[low_bit]") {
+  for (int bits : {2, 3, 4}) {
+    INFO("W" << bits);
+    const int64_t out = 37, in = 320, group = 32, levels = int64_t{1} << bits;
+    auto gen = generator(900 + bits);
+    const at::Tensor codes = at::randint(0, levels, {out, in}, gen, at::kInt);
+    // float16 scales and integer zeros, as a GPTQ checkpoint stores them: float16 is exact.
+    const at::Tensor scales =
+        (at::rand({out, in / group}, gen) * 0.1 + 0.01).to(at::kHalf).to(at::kFloat);
+    const at::Tensor zeros = at::randint(0, levels, {out, in / group}, gen, at::kFloat);
+    const ops::LowBitWeight w =
+        ops::pack_low_bit(codes, scales, zeros, bits, group, at::Tensor(), "test");
+    const at::Tensor x = at::randn({3, in}, gen, at::kFloat);
+    const at::Tensor half = ops::low_bit_matmul_int8(x, w);
+    REQUIRE(w.half_scales->scales.defined());  // made at the first call
+    CHECK(w.bytes() == w.codes.numel() * 4 + out * (in / group) * (4 + 4 + 2 + 2));
+    CHECK(at::equal(half, ops::low_bit_matmul_int8(x, w, /*use_half_scales=*/false)));
+    // Scales that float16 does not hold: no copies, the float32 ones.
+    const ops::LowBitWeight inexact =
+        ops::pack_low_bit(codes, scales + 1e-6, zeros, bits, group, at::Tensor(), "test");
+    ops::low_bit_matmul_int8(x, inexact);
+    CHECK(!inexact.half_scales->scales.defined());
+  }
 }

@@ -50,6 +50,7 @@ void RuntimeFlags::apply() const {
   if (threads > 0) at::set_num_threads(threads);
   ops::kernel_mode_from_environment();  // a bad $RQAT_KERNELS fails here, in one line
   ops::set_kernel_mode(kernels);
+  ops::set_low_bit_activations(low_bit_activations);
 }
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {

@@ -1,5 +1,6 @@
-// Flags every tool shares: --dtype, --device, --threads, --dequantize and --kernels, declared once
-// (io/options.h) and parsed into a dtype, a device and the process's kernel choice.
+// Flags every tool shares: --dtype, --device, --threads, --dequantize, --low-bit-activations and
+// --kernels, declared once (io/options.h) and parsed into a dtype, a device and the process's
+// kernel choices.
 #pragma once
 
 #include <ATen/core/ScalarType.h>
@@ -10,6 +11,7 @@
 
 #include "io/options.h"
 #include "ops/kernel_choice.h"
+#include "ops/low_bit_matmul.h"
 
 namespace rqat::cli {
 
@@ -18,6 +20,8 @@ struct RuntimeFlags {
   std::string device = "auto";  // cpu | cuda | cuda:N | auto (cuda when available)
   int threads = 0;              // CPU threads for intra-op parallelism (0: library default)
   bool dequantize = false;      // GPTQ checkpoints: dequantize at load instead of packed kernels
+  // What the packed CPU kernels multiply 2-4 bit codes with (ops/low_bit_matmul.h).
+  ops::LowBitActivations low_bit_activations = ops::LowBitActivations::kFloat;
   // rqat's own kernels or their PyTorch twins (ops/kernel_choice.h); default $RQAT_KERNELS.
   ops::KernelMode kernels = environment_kernel_mode();
 
@@ -30,6 +34,10 @@ struct RuntimeFlags {
     v.value(self.dequantize, "dequantize",
             "GPTQ checkpoints: dequantize the quantized layers at load (default: compute from the "
             "packed low-bit weights)");
+    v.value(self.low_bit_activations, "low-bit-activations",
+            "Packed 2-4 bit layers on the CPU: float (x as it is, exact to float32 rounding) or "
+            "int8 (x rounded to 8 bits per block of 32, then integer dot products as llama.cpp "
+            "does: faster decode, slightly different numbers)");
     v.value(self.kernels, "kernels",
             "rqat's own kernels: auto (each checked against its PyTorch twin on the device at "
             "first use, the twin where it disagrees), custom (unchecked) or reference (PyTorch's "

@@ -18,6 +18,7 @@
 
 #include "io/error.h"
 #include "ops/kernel_self_checks.h"
+#include "ops/low_bit_matmul.h"
 
 #ifdef RQAT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -284,7 +285,9 @@ io::Json kernel_choices_json() {
     }
     used.push_back(std::move(entry));
   }
-  return {{"mode", std::string(enum_name(mode_of(r)))}, {"used", std::move(used)}};
+  return {{"mode", std::string(enum_name(mode_of(r)))},
+          {"low_bit_activations", std::string(enum_name(low_bit_activations()))},
+          {"used", std::move(used)}};
 }
 
 bool kernel_fault(Kernel kernel) {

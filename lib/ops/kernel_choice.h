@@ -94,8 +94,9 @@ void record_kernel_check(Kernel kernel, const c10::Device& device, const KernelC
 // "cuda:0 (NVIDIA H200, compute capability 9.0)".
 std::string device_description(const c10::Device& device);
 
-// What this process chose so far: {"mode": ..., "used": [{"kernel", "device", "path", "why",
-// "custom_calls", "reference_calls"}, ...]}, for manifests and rqat doctor.
+// What this process chose so far: {"mode": ..., "low_bit_activations": "float" | "int8" (the
+// packed CPU kernels' arithmetic, ops/low_bit_matmul.h), "used": [{"kernel", "device", "path",
+// "why", "custom_calls", "reference_calls"}, ...]}, for manifests and rqat doctor.
 io::Json kernel_choices_json();
 
 // --- Test hook. A fault (set here, or listed in $RQAT_TEST_KERNEL_FAULT: kernel names separated by

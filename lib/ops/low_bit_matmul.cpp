@@ -3,10 +3,13 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
+
 #include "io/error.h"
 #include "ops/kernel_choice.h"
 #include "ops/kernel_mark.h"
 #include "ops/low_bit_gemv_call.h"
+#include "ops/low_bit_matmul_int8_kernel.h"
 #include "ops/low_bit_matmul_kernel.h"
 
 #ifdef RQAT_WITH_CUDA
@@ -110,6 +113,34 @@ at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& w)
   return out;
 }
 
+namespace {
+std::atomic<LowBitActivations> process_activations{LowBitActivations::kFloat};
+}  // namespace
+
+LowBitActivations low_bit_activations() { return process_activations.load(); }
+void set_low_bit_activations(LowBitActivations activations) { process_activations = activations; }
+
+at::Tensor low_bit_int8_error_scale(const at::Tensor& x, const LowBitWeight& w) {
+  const at::Tensor padded = padded_groups(in_kernel_order(x, w).cpu(), w);
+  const at::Tensor bound = low_bit_int8_error_bound(padded, w).to(x.device());
+  const double rounding =  // of the sums (float32 x), or of the output (16-bit x)
+      x.scalar_type() == at::kFloat ? kLowBitMatmulTolerance : kLowBitMatmulTolerance16;
+  return (bound + rounding * low_bit_error_scale(x, w).view(bound.sizes()))
+      .view(output_shape(x, w));
+}
+
+at::Tensor low_bit_matmul_cpu_int8_kernel(const at::Tensor& x, const LowBitWeight& w) {
+  check_input(x, w);
+  if (!x.device().is_cpu())
+    fail("low_bit_matmul_cpu_int8_kernel: the input is on {}", x.device().str());
+  RQAT_MARK_KERNEL("rqat::low_bit_matmul_cpu_int8");
+  const at::Tensor y = low_bit_matmul_int8(padded_groups(in_kernel_order(x, w), w), w);
+  at::Tensor out = y.view(output_shape(x, w)).to(x.scalar_type());
+  if (kernel_fault(Kernel::kLowBitMatmul))
+    perturb_kernel_output(out, kLowBitInt8Tolerance, low_bit_int8_error_scale(x, w));
+  return out;
+}
+
 at::Tensor low_bit_matmul_cuda_kernel(const at::Tensor& x, const LowBitWeight& w) {
   check_input(x, w);
 #ifdef RQAT_WITH_CUDA
@@ -142,7 +173,9 @@ at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
   const int64_t rows = x.numel() / w.in_features;
   if (x.device().is_cpu() && rows <= kLowBitKernelRows &&
       use_custom_kernel(Kernel::kLowBitMatmul, x.device()))
-    return low_bit_matmul_cpu_kernel(x, w);
+    return w.bits <= 4 && low_bit_activations() == LowBitActivations::kInt8
+               ? low_bit_matmul_cpu_int8_kernel(x, w)
+               : low_bit_matmul_cpu_kernel(x, w);
 #ifdef RQAT_WITH_CUDA
   if (x.is_cuda() && rows <= cuda::kLowBitGemvMaxRows &&
       use_custom_kernel(Kernel::kLowBitMatmul, x.device()))

@@ -3,7 +3,8 @@
 // CPU kernels compute. The bias, if any, is the caller's.
 //
 // low_bit_matmul dispatches on the device and the number of rows of x:
-//   CPU, rows <= kLowBitKernelRows   the packed kernel (ops/low_bit_matmul_kernel.h);
+//   CPU, rows <= kLowBitKernelRows   the packed kernel (ops/low_bit_matmul_kernel.h; with int8
+//                                    activations ops/low_bit_matmul_int8_kernel.h);
 //   CUDA, rows <= 16                 the packed GEMV (cuda/low_bit_gemv.cuh), when built with CUDA;
 //   otherwise                        low_bit_matmul_dense: the weight dequantized once for the
 //                                    call, then a dense matmul (prefill of long prompts:
@@ -16,11 +17,24 @@
 
 #include <ATen/Tensor.h>
 
+#include "io/enum_names.h"
 #include "ops/low_bit_weight.h"
 
 namespace rqat::ops {
 
 inline constexpr int64_t kLowBitKernelRows = 64;
+
+// What the CPU kernel multiplies 2-4 bit codes with (a process-wide runtime option,
+// cli/runtime_flags.h: --low-bit-activations):
+//   float  x as it is, weights dequantized to float32 (exact to float32 rounding; the default);
+//   int8   x rounded to 8 bits per block of 32 columns first, then integer dot products
+//          (ops/low_bit_matmul_int8_kernel.h): llama.cpp's arithmetic, several times faster at
+//          batch 1, off by at most low_bit_int8_error_bound.
+// 8-bit weights and the CUDA GEMV always take float activations.
+enum class LowBitActivations { kFloat, kInt8, kCount };
+constexpr EnumNames<LowBitActivations> enum_names(LowBitActivations) { return {"float", "int8"}; }
+LowBitActivations low_bit_activations();
+void set_low_bit_activations(LowBitActivations activations);
 
 // The kernels' error measure and tolerance (their tests', and their self-check's): the largest
 // |y - y_ref| relative to low_bit_error_scale, the sum |x| |w| of each output (at least 1e-3):
@@ -39,6 +53,12 @@ at::Tensor low_bit_matmul_dense(const at::Tensor& x, const LowBitWeight& weight)
 // The kernels themselves, whatever the number of rows (tests, benchmarks and the self-check):
 // the CPU kernel, and the CUDA GEMV (at most 16 rows; a CUDA build).
 at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& weight);
+// The int8 CPU kernel (2-4 bits), and its tests' measure: |y - x W^T| relative to
+// low_bit_int8_error_scale, the bound of rounding x to 8-bit blocks plus the float kernel's
+// tolerance (float32 or 16-bit x) times low_bit_error_scale, within kLowBitInt8Tolerance.
+at::Tensor low_bit_matmul_cpu_int8_kernel(const at::Tensor& x, const LowBitWeight& weight);
+inline constexpr double kLowBitInt8Tolerance = 1.0;
+at::Tensor low_bit_int8_error_scale(const at::Tensor& x, const LowBitWeight& weight);
 at::Tensor low_bit_matmul_cuda_kernel(const at::Tensor& x, const LowBitWeight& weight);
 
 }  // namespace rqat::ops

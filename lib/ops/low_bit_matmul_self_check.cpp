@@ -4,10 +4,12 @@
 // float32 inputs, kLowBitMatmulTolerance16 for bf16). Cases: every bit width; groups of 32, of 48
 // (padding units), of 64 with a short last group, and one per row of a width not a multiple of 32;
 // act-order permutations; one row, a few, and the kernels' row limits (16 on CUDA, the CPU
-// kernel's pass of 16 and its remainder).
+// kernel's pass of 16 and its remainder); on the CPU also the int8 kernel.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+
+#include <span>
 
 #include "ops/kernel_self_checks.h"
 #include "ops/low_bit_matmul.h"
@@ -67,6 +69,26 @@ KernelCheck check_low_bit_matmul(const c10::Device& device) {
       const double tolerance =
           c.dtype == at::kFloat ? kLowBitMatmulTolerance : kLowBitMatmulTolerance16;
       cases.compare(got, want, low_bit_error_scale(x, weight), tolerance);
+    });
+  }
+  // The int8 kernel (--low-bit-activations int8) on the CPU, in its own measure: the bound of
+  // rounding x to 8-bit blocks (ops/low_bit_matmul_int8_kernel.h) plus float32 noise.
+  const LowBitCase int8_cases[] = {
+      {4, 40, 128, 32, false, 1, at::kFloat},
+      {3, 33, 200, 64, true, 3, at::kFloat},
+      {2, 7, 480, 48, false, 6, at::kBFloat16},
+  };
+  for (const auto& c : cuda ? std::span<const LowBitCase>() : std::span(int8_cases)) {
+    const std::string name =
+        fmt::format("int8 activations W{} {}x{} g{}{} rows {} {}", c.bits, c.out, c.in, c.group,
+                    c.act_order ? " act-order" : "", c.rows, c10::toString(c.dtype));
+    cases.run(name, [&] {
+      const LowBitWeight weight = random_weight(c, seed++);
+      const auto x = check_randn({c.rows, c.in}, seed++, device, c.dtype);
+      const auto got = low_bit_matmul_cpu_int8_kernel(x, weight);
+      const auto want =
+          at::matmul(x.to(at::kDouble), dequantize_low_bit(weight).to(at::kDouble).t());
+      cases.compare(got, want, low_bit_int8_error_scale(x, weight), kLowBitInt8Tolerance);
     });
   }
   return cases.finish();

@@ -37,12 +37,15 @@ void pack_block(const Code* codes, int64_t count, int bits, uint32_t* words) {
 }  // namespace
 
 int64_t LowBitWeight::bytes() const {
+  const int64_t half_copies =  // once the int8 kernel made them
+      half_scales ? tensor_bytes(half_scales->scales) + tensor_bytes(half_scales->zeros) : 0;
   return tensor_bytes(codes) + tensor_bytes(scales) + tensor_bytes(zeros) +
-         tensor_bytes(input_order);
+         tensor_bytes(input_order) + half_copies;
 }
 
 LowBitWeight LowBitWeight::to(c10::Device device) const {
   LowBitWeight out = *this;
+  out.half_scales = std::make_shared<LowBitHalfScales>();
   out.codes = codes.to(device);
   out.scales = scales.to(device);
   out.zeros = zeros.to(device);

@@ -22,8 +22,19 @@
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 
 namespace rqat::ops {
+
+// float16 copies of a weight's scales and zeros, made once at the int8 kernel's first call
+// (ops/low_bit_matmul_int8_kernel.h) where they hold the float32 values exactly, as GPTQ
+// checkpoints' float16 scales and integer zeros do: the kernel then reads 4 bytes per group
+// instead of 8 (a W4 g32 weight: 5 bits a weight instead of 6), with the same results.
+struct LowBitHalfScales {
+  std::once_flag made;
+  at::Tensor scales, zeros;  // float16 (out, groups); undefined where float16 is not exact
+};
 
 struct LowBitWeight {
   int bits = 4;  // 2, 3, 4 or 8
@@ -34,6 +45,9 @@ struct LowBitWeight {
   at::Tensor zeros;          // float32 (out, groups), in code units
   at::Tensor input_order;    // int64 (in): kernel column j reads input input_order[j]; undefined:
                              // the identity
+  // Shared by copies of the weight (the same tensors); a weight moved to another device gets
+  // its own.
+  std::shared_ptr<LowBitHalfScales> half_scales = std::make_shared<LowBitHalfScales>();
 
   int64_t groups() const { return (in_features + group_size - 1) / group_size; }
   int64_t blocks_per_group() const { return (group_size + 31) / 32; }
