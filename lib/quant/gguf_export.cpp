@@ -106,8 +106,9 @@ struct PlannedTensor {
 
 // The layer of `hf_name` ("model.layers.0.mlp.up_proj.weight") among grid layers of `type`.
 const QuantizedWeight* grid_layer(const GgufExportOptions& options, const std::string& hf_name) {
-  if (options.grid_layers == nullptr || !hf_name.ends_with(".weight")) return nullptr;
-  const auto it = options.grid_layers->find(hf_name.substr(0, hf_name.size() - 7));
+  const std::optional<std::string> layer = weight_layer_name(hf_name);
+  if (options.grid_layers == nullptr || !layer) return nullptr;
+  const auto it = options.grid_layers->find(*layer);
   if (it == options.grid_layers->end() || it->second.gguf_grid != options.type) return nullptr;
   return &it->second;
 }

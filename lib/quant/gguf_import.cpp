@@ -108,8 +108,8 @@ void import_gguf(const std::filesystem::path& file, const std::filesystem::path&
       value = deinterleave_rope_rows(value, *heads);
       if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), *heads, false));
     }
-    if (grid)
-      grid_layers.emplace(name.substr(0, name.size() - 7), std::move(*grid));  // - ".weight"
+    if (const std::optional<std::string> layer = weight_layer_name(name); grid && layer)
+      grid_layers.emplace(*layer, std::move(*grid));
     tensors.emplace_back(name, value);
   }
   model::ModelConfig saved = config;

@@ -56,6 +56,12 @@ std::string gguf_tensor_name(const std::string& hf) {
   return "";
 }
 
+std::optional<std::string> weight_layer_name(const std::string& hf_name) {
+  constexpr std::string_view kSuffix = ".weight";
+  if (!hf_name.ends_with(kSuffix)) return std::nullopt;
+  return hf_name.substr(0, hf_name.size() - kSuffix.size());
+}
+
 std::string hf_tensor_name(const std::string& gguf) {
   for (const auto& [from, to] : kModelNames)
     if (gguf == to) return std::string(from);

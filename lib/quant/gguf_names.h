@@ -16,6 +16,10 @@ namespace rqat::quant {
 std::string gguf_tensor_name(const std::string& hf_name);
 std::string hf_tensor_name(const std::string& gguf_name);
 
+// The layer a weight tensor belongs to, as quant states name layers: "model.layers.0.mlp.up_proj"
+// for "model.layers.0.mlp.up_proj.weight"; nullopt for a tensor that is not a weight.
+std::optional<std::string> weight_layer_name(const std::string& hf_name);
+
 // Rows (dim 0) of `heads` heads from rotate-half order to interleaved pairs: row h*d + 2j + half
 // takes row h*d + half*d/2 + j; and back.
 at::Tensor interleave_rope_rows(const at::Tensor& w, int64_t heads);
