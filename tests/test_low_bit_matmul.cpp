@@ -183,6 +183,9 @@ TEST_CASE("the int8 kernel computes its reference, within the bound of rounding 
       const at::Tensor magnitude =
           at::matmul(x.abs(), ops::dequantize_low_bit(w).abs().t()).clamp_min(1e-3);
       CHECK(((got - reference).abs() / magnitude).max().item<double>() < 1e-5);
+      // The loop of CPUs without AVX2: the same integer sums.
+      const at::Tensor portable = ops::low_bit_matmul_int8(blocks, w, true, /*portable=*/true);
+      CHECK(((portable - reference).abs() / magnitude).max().item<double>() < 1e-5);
       // The float result, within what rounding x to 8 bits can change (a closed form) ...
       const at::Tensor exact =
           at::matmul(x.to(at::kDouble), ops::dequantize_low_bit(w).to(at::kDouble).t());
@@ -233,6 +236,7 @@ TEST_CASE("the int8 kernel reaches every code of every position", "[low_bit]") {
     const at::Tensor got = ops::low_bit_matmul_cpu_int8_kernel(x, w);
     const at::Tensor want = (codes.t().to(at::kFloat) - 1) * 0.5 * 127;
     CHECK(at::equal(got, want));
+    CHECK(at::equal(ops::low_bit_matmul_int8(x, w, true, /*portable=*/true), want));
   }
 }
 

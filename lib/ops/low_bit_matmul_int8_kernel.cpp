@@ -310,9 +310,9 @@ bool cpu_has_avx2() {
 }
 #endif
 
-void run_rows(const KernelArgs& a, int bits, int64_t begin, int64_t end) {
+void run_rows(const KernelArgs& a, int bits, int64_t begin, int64_t end, bool portable) {
 #ifdef RQAT_INT8_AVX2
-  if (cpu_has_avx2()) {
+  if (!portable && cpu_has_avx2()) {
     switch (bits) {
       case 2:
         return rows_avx2<2>(a, begin, end);
@@ -322,6 +322,8 @@ void run_rows(const KernelArgs& a, int bits, int64_t begin, int64_t end) {
         return rows_avx2<4>(a, begin, end);
     }
   }
+#else
+  (void)portable;
 #endif
   rows_portable(a, bits, begin, end);
 }
@@ -377,7 +379,7 @@ const LowBitHalfScales* exact_half_scales(const LowBitWeight& w) {
 }  // namespace
 
 at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
-                               bool use_half_scales) {
+                               bool use_half_scales, bool portable) {
   const Int8Activations xq = quantize_activations_int8(padded, w);
   const at::Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous(),
                    zeros = w.zeros.contiguous();
@@ -407,7 +409,7 @@ at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
   if (a.batch == 0) return y;
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, a.out / 64));
   at::parallel_for(0, a.out, grain,
-                   [&](int64_t begin, int64_t end) { run_rows(a, w.bits, begin, end); });
+                   [&](int64_t begin, int64_t end) { run_rows(a, w.bits, begin, end, portable); });
   return y;
 }
 

@@ -48,8 +48,9 @@ at::Tensor low_bit_int8_error_bound(const at::Tensor& padded, const LowBitWeight
 // OpenMP (ATen's parallel_for) over output rows, tiles of up to 4 rows of x per pass over a row's
 // codes. The AVX2 kernel reads the weight's exact float16 copies of its scales and zeros where
 // float16 holds them (LowBitHalfScales, made at the first call) unless use_half_scales is false
-// (tests: the results are the same either way).
+// (tests: the results are the same either way); `portable` runs the loop of CPUs without AVX2
+// (tests, on machines that have it).
 at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& weight,
-                               bool use_half_scales = true);
+                               bool use_half_scales = true, bool portable = false);
 
 }  // namespace rqat::ops
