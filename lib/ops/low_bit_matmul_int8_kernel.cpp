@@ -124,25 +124,31 @@ int block_code(const uint32_t* w, int bits, int code) {
   return low | (((w[2] >> code) & 1) << 2);
 }
 
+// Each block's codes are decoded once per weight row, in the register order of kPositionCode,
+// then dotted with every row of x (as the AVX2 kernel does).
 void rows_portable(const KernelArgs& a, int bits, int64_t begin, int64_t end) {
   const auto& codes_at = position_codes(bits);
+  std::vector<float> acc(a.batch), zero_term(a.batch);
   for (int64_t o = begin; o < end; ++o) {
     const uint32_t* row = a.codes + o * a.words_per_row;
-    for (int64_t r = 0; r < a.batch; ++r) {
-      float acc = 0, zero_term = 0;
-      for (int64_t g = 0; g < a.groups; ++g) {
-        const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
-        for (int64_t b = g * a.blocks_per_group; b < (g + 1) * a.blocks_per_group; ++b) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    std::fill(zero_term.begin(), zero_term.end(), 0.0f);
+    for (int64_t g = 0; g < a.groups; ++g) {
+      const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
+      for (int64_t b = g * a.blocks_per_group; b < (g + 1) * a.blocks_per_group; ++b) {
+        int codes[kBlock];
+        for (int pos = 0; pos < kBlock; ++pos)
+          codes[pos] = block_code(row + b * bits, bits, codes_at[pos]);
+        for (int64_t r = 0; r < a.batch; ++r) {
           const int8_t* xq = a.xq + (r * a.blocks + b) * kBlock;
           int32_t dot = 0;
-          for (int pos = 0; pos < kBlock; ++pos)
-            dot += block_code(row + b * bits, bits, codes_at[pos]) * xq[pos];
-          acc += static_cast<float>(dot) * (scale * a.xd[r * a.blocks + b]);
+          for (int pos = 0; pos < kBlock; ++pos) dot += codes[pos] * xq[pos];
+          acc[r] += static_cast<float>(dot) * (scale * a.xd[r * a.blocks + b]);
         }
-        zero_term += scale * zero * a.xsum[r * a.groups + g];
       }
-      a.y[r * a.out + o] = acc - zero_term;
+      for (int64_t r = 0; r < a.batch; ++r) zero_term[r] += scale * zero * a.xsum[r * a.groups + g];
     }
+    for (int64_t r = 0; r < a.batch; ++r) a.y[r * a.out + o] = acc[r] - zero_term[r];
   }
 }
 

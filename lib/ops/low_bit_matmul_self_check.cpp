@@ -38,6 +38,11 @@ LowBitWeight random_weight(const LowBitCase& c, uint64_t seed) {
   return pack_low_bit(codes, scales, zeros, c.bits, c.group, order, "low_bit_matmul self-check");
 }
 
+std::string case_name(const LowBitCase& c) {
+  return fmt::format("W{} {}x{} g{}{} rows {} {}", c.bits, c.out, c.in, c.group,
+                     c.act_order ? " act-order" : "", c.rows, c10::toString(c.dtype));
+}
+
 }  // namespace
 
 KernelCheck check_low_bit_matmul(const c10::Device& device) {
@@ -55,9 +60,7 @@ KernelCheck check_low_bit_matmul(const c10::Device& device) {
   };
   uint64_t seed = 0x5eed0003;
   for (const auto& c : low_bit_cases) {
-    const std::string name =
-        fmt::format("W{} {}x{} g{}{} rows {} {}", c.bits, c.out, c.in, c.group,
-                    c.act_order ? " act-order" : "", c.rows, c10::toString(c.dtype));
+    const std::string name = case_name(c);
     cases.run(name, [&] {
       const LowBitWeight cpu = random_weight(c, seed++);
       const LowBitWeight weight = cpu.to(device);
@@ -79,9 +82,7 @@ KernelCheck check_low_bit_matmul(const c10::Device& device) {
       {2, 7, 480, 48, false, 6, at::kBFloat16},
   };
   for (const auto& c : cuda ? std::span<const LowBitCase>() : std::span(int8_cases)) {
-    const std::string name =
-        fmt::format("int8 activations W{} {}x{} g{}{} rows {} {}", c.bits, c.out, c.in, c.group,
-                    c.act_order ? " act-order" : "", c.rows, c10::toString(c.dtype));
+    const std::string name = "int8 activations " + case_name(c);
     cases.run(name, [&] {
       const LowBitWeight weight = random_weight(c, seed++);
       const auto x = check_randn({c.rows, c.in}, seed++, device, c.dtype);
