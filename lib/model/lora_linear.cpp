@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
-#include <torch/csrc/autograd/node.h>
+// function.h: where torch <= 2.11 declares get_current_node (later ones moved it to node.h, which
+// function.h still includes).
+#include <torch/csrc/autograd/function.h>
 
 #include <cmath>
 #include <mutex>
