@@ -204,6 +204,24 @@ stages:
                                  (dir / "run" / "later").string()});
 }
 
+TEST_CASE("a sweep's true/false is a switch in the stage it reaches") {
+  TempDir dir("exp-sweep-switch");
+  const auto plan = plan_of(dir, R"(name: sweep-switch
+sweep:
+  zip:
+    act: [false, true]
+stages:
+  ptq:
+    tool: ptq
+    args: {act-order: "${act}", bits: 2}
+)");
+  REQUIRE(plan.stages.size() == 2);
+  CHECK(plan.stages[0].argv == std::vector<std::string>{"--bits", "2", "--out",
+                                                        (dir / "run" / "ptq.act-false").string()});
+  CHECK(plan.stages[1].argv == std::vector<std::string>{"--act-order", "--bits", "2", "--out",
+                                                        (dir / "run" / "ptq.act-true").string()});
+}
+
 TEST_CASE("resources: slurm.default, then the tool's, then the stage's") {
   TempDir dir("exp-res");
   const auto plan = plan_of(dir, R"(name: res

@@ -139,10 +139,132 @@ TEST_CASE("the fake quantizer on a GGUF grid: forward equals the exported weight
     const auto inside = (raw >= 0) & (raw <= (1 << info.bits) - 1) & (s > 0);
     CHECK(at::equal(grad == 1, inside));
     CHECK((grad == 0).any().item<bool>());
+    quant::FakeQuantOptions clip;
+    clip.mode = quant::ScaleMode::kLearnableClip;
+    test::require_error([&] { quant::FakeQuantLinear(w, grid, std::nullopt, clip); },
+                        {"--scale-mode clip", "grid", "frozen or lsq"});
+  }
+}
+
+TEST_CASE("LSQ on a GGUF grid learns the format's fp16 scales and still exports exactly",
+          "[gguf_grid]") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(15);
+  for (const auto type : kGridTypes) {
+    INFO(enum_name(type));
+    const auto info = quant::gguf_grid_info(type);
+    const auto w = awkward_rows(gen);
+    const auto grid = quant::gguf_grid_quantize(type, w);
     quant::FakeQuantOptions lsq;
     lsq.mode = quant::ScaleMode::kLsq;
-    test::require_error([&] { quant::FakeQuantLinear(w, grid, std::nullopt, lsq); },
-                        {"--scale-mode lsq", "grid", "frozen"});
+    quant::FakeQuantLinear layer(w, grid, std::nullopt, lsq);
+    quant::FakeQuantLinear frozen(w, grid);
+    // Learning changes nothing in the forward until a scale moves.
+    CHECK(at::equal(layer.fake_quantized_weight().detach(), frozen.fake_quantized_weight()));
+    {
+      at::NoGradGuard no_grad;
+      const auto noise = at::randn(w.sizes(), gen) * 0.02;
+      layer.weight().add_(noise);
+      frozen.weight().add_(noise);
+    }
+    const auto upstream = at::randn(w.sizes(), gen);
+    (layer.fake_quantized_weight() * upstream).sum().backward();
+
+    // The closed form: per weight, with its step s, offset o and code q (clamped),
+    //   zero form: d w_q / d s = q - o - w / s inside the range, q - o where clamped;
+    //   min form:  d w_q / d s = q - (w + o) / s inside, q where clamped; d w_q / d min = 0 / -1;
+    // summed over the weights that share the learned value (K-quants: a super-block, each
+    // weight's term times its sub-block's integer).
+    const auto state = layer.to_quantized();
+    const auto index = state.g_idx.to(at::kLong);
+    // The codes in float32, as the layer rounds (a tie could round the other way in float64).
+    const auto s32 = state.scales.index_select(1, index), o32 = state.zeros.index_select(1, index);
+    const auto master32 = layer.weight().detach();
+    const double max_code = (1 << info.bits) - 1;
+    const auto live = s32 > 0;
+    const auto raw =
+        info.min_form ? at::round((master32 + o32) / s32) : at::round(master32 / s32) + o32;
+    const auto inside = live & (raw >= 0) & (raw <= max_code);
+    const auto s = s32.to(at::kDouble), o = o32.to(at::kDouble),
+               master = master32.to(at::kDouble);
+    const auto q =
+        at::where(live, at::clamp(raw, 0, max_code), info.min_form ? 0 * o32 : o32).to(at::kDouble);
+    const auto safe_s = at::where(live, s, at::ones_like(s));
+    const auto ds = info.min_form ? at::where(inside, q - (master + o) / safe_s, q)
+                                  : at::where(inside, q - o - master / safe_s, q - o);
+    const auto dmin = at::where(inside, at::zeros_like(s), -at::ones_like(s));
+    const auto g = upstream.to(at::kDouble);
+    const int64_t rows = w.size(0), cols = w.size(1);
+    const auto per = [&](const at::Tensor& e, int64_t n) {  // sums of n consecutive columns
+      return e.reshape({rows, cols / n, n}).sum(2);
+    };
+    const auto close = [](const at::Tensor& got, const at::Tensor& want) {
+      const double scale = want.abs().max().item<double>() + 1e-30;
+      return (got.to(at::kDouble) - want).abs().max().item<double>() / scale;
+    };
+    // Each parameter's gradient within 1e-5 of the largest (float32 sums of 256 terms).
+    // The steps are learned as logs of their magnitudes: d / d log|d| = |d| d / d|d|.
+    const auto params = layer.named_parameters();
+    CHECK(!layer.scales().requires_grad());
+    if (info.super_scales) {
+      const auto log_super = params["log_super_scales"];
+      REQUIRE(log_super.grad().defined());
+      const auto magnitude = log_super.detach().exp().to(at::kDouble);
+      const auto mult = layer.named_buffers()["grid_multipliers"].to(at::kDouble);
+      const auto expand = [&](const at::Tensor& m) { return m.index_select(1, index); };
+      const auto want_d = per(g * ds * expand(mult.select(2, 0)), info.block);
+      CHECK(close(log_super.grad().select(2, 0), magnitude.select(2, 0) * want_d) < 1e-5);
+      if (info.min_form) {
+        const auto want_m = per(g * dmin * expand(mult.select(2, 1)), info.block);
+        CHECK(close(log_super.grad().select(2, 1), magnitude.select(2, 1) * want_m) < 1e-5);
+      }
+    } else {
+      const auto log_scales = params["log_scales"];
+      REQUIRE(log_scales.grad().defined());
+      // A block whose step is 0 (an all-zero block) has nothing to learn.
+      const auto want = per(g * ds * live, info.sub_block);
+      CHECK(close(log_scales.grad(), log_scales.detach().exp().to(at::kDouble) * want) < 1e-5);
+      if (info.min_form) CHECK(close(layer.zeros().grad(), per(g * dmin, info.sub_block)) < 1e-5);
+      else CHECK(!layer.zeros().requires_grad());
+    }
+    CHECK(close(layer.weight().grad(), g * inside) == 0);
+
+    // An optimizer's step on the scales: the next forward rounds them to fp16, the export writes
+    // those, and llama.cpp's dequantization of the blocks is the forward's weight bit for bit.
+    {
+      at::NoGradGuard no_grad;
+      for (auto& p : layer.parameters())
+        if (p.requires_grad() && p.grad().defined() && p.dim() >= 2)
+          p.sub_(1e-2 * p.grad().sign() * p.abs());  // a few fp16 steps
+    }
+    const auto wq = layer.fake_quantized_weight().detach();
+    const auto trained = layer.to_quantized();
+    CHECK(at::equal(wq, trained.dequantize()));
+    CHECK(!at::equal(trained.scales, grid.scales));
+    const std::string bytes = quant::gguf_grid_to_blocks(type, trained, "layer");
+    CHECK(at::equal(quant::dequantize_gguf_tensor(type, bytes, w.sizes()), wq));
+    if (info.super_scales)
+      CHECK(at::equal(trained.super_scales, trained.super_scales.to(at::kHalf).to(at::kFloat)));
+    else
+      CHECK(at::equal(trained.scales, trained.scales.to(at::kHalf).to(at::kFloat)));
+
+    // LSQ's gradient scale divides the scales' gradients by sqrt(values sharing them * max code).
+    lsq.lsq_grad_scale = true;
+    quant::FakeQuantLinear scaled(w, grid, std::nullopt, lsq);
+    quant::FakeQuantLinear plain(w, grid, std::nullopt, {.mode = quant::ScaleMode::kLsq});
+    for (auto* l : {&scaled, &plain}) (l->fake_quantized_weight() * upstream).sum().backward();
+    const std::string learned = info.super_scales ? "log_super_scales" : "log_scales";
+    const double shared = static_cast<double>(info.super_scales ? info.block : info.sub_block);
+    CHECK(close(scaled.named_parameters()[learned].grad(),
+                plain.named_parameters()[learned].grad().to(at::kDouble) /
+                    std::sqrt(shared * max_code)) < 1e-6);
+
+    // A step learned down to 0 in fp16 stops training with a message.
+    {
+      at::NoGradGuard no_grad;
+      layer.named_parameters()[learned].fill_(-30);
+    }
+    test::require_error([&] { layer.fake_quantized_weight(); },
+                        {"fake_quant_linear", "no longer finite and > 0", "lower the learning rate"});
   }
 }
 

@@ -97,6 +97,8 @@ TEST_CASE("bits_label names the quantization of a manifest or a Hugging Face con
   CHECK(bits_label(Json{{"bits", 4}, {"group_size", 0}}) == "W4");
   CHECK(bits_label(Json{{"quant_method", "gptq"}, {"bits", 2}, {"group_size", 64}}) == "W2G64");
   CHECK(bits_label(Json{{"quant_method", "fp8"}}) == "?");
+  // llama.cpp's grids by their type.
+  CHECK(bits_label(Json{{"bits", 2}, {"group_size", 16}, {"grid", "gguf-q2_k"}}) == "Q2_K");
 }
 
 TEST_CASE("the report tabulates a run: rows per model, columns per benchmark, stage statuses") {
@@ -304,6 +306,12 @@ TEST_CASE("differences from the model each row was made from, with the SE of the
   run.manifest("ptq", "ptq", {{"quant", quant(2, 32)}}, Json::object());
   run.log("ptq", "done", 1.0);
   evaluated("eval_ptq", run.dir / "ptq", {"ptq"}, "", quant(2, 32), 0.50, 0.04);
+  // A model re-imported from a file inside another stage's directory (its GGUF export) was made
+  // from that stage's model.
+  run.add("ptq_gguf", "rqat convert", {"--model", (run.dir / "ptq" / "model-q2_k.gguf").string()},
+          {"ptq"}, "GPTQ (from its GGUF)");
+  run.log("ptq_gguf", "done", 1.0);
+  evaluated("eval_ptq_gguf", run.dir / "ptq_gguf", {"ptq_gguf"}, "", quant(2, 32), 0.51, 0.04);
   run.add("qat", "qat-kd", {"--model", (run.dir / "ptq").string()}, {"ptq"}, "GPTQ + KD");
   run.log("qat", "done", 1.0);
   evaluated("eval_qat", run.dir / "qat", {"qat"}, "", quant(2, 32), 0.75, 0.03);
@@ -327,6 +335,7 @@ TEST_CASE("differences from the model each row was made from, with the SE of the
   const std::vector<std::vector<std::string>> expected = {
       {"model", "bits", "from", "math500"},
       {"GPTQ", "W2G32", "teacher (16)", diff(0.50, 0.80, 0.04, 0.03)},       // -30.0 ± 5.0
+      {"GPTQ (from its GGUF)", "W2G32", "GPTQ (W2G32)", diff(0.51, 0.50, 0.04, 0.04)},
       {"GPTQ + KD", "W2G32", "GPTQ (W2G32)", diff(0.75, 0.50, 0.03, 0.04)},  // +25.0 ± 5.0
       {"GPTQ + KD + GRPO", "W2G32", "GPTQ + KD (W2G32)", diff(0.77, 0.75, 0.03, 0.03)}};
   CHECK(cells == expected);

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   rqat::cli::add_option_flags(app, options.ptq.gptq);
   rqat::cli::add_option_flags(app, options.ptq.awq, {.prefix = "awq-"});
   rqat::cli::add_option_flags(app, options.ptq.nf4);
+  rqat::cli::add_option_flags(app, options.ptq.importance);
   app.add_option("--batch-size", options.ptq.batch_size, "Calibration sequences per forward")
       ->capture_default_str();
 

@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
       ->required();
   rqat::cli::add_runtime_flags(*logits_cmd, runtime);
 
-  std::string convert_dtype = "keep", convert_to = "dir", gguf_tokenizer, gguf_embedding_name;
+  std::string convert_dtype = "keep", convert_to = "dir", gguf_tokenizer, gguf_embedding_name,
+              gguf_imatrix;
   rqat::io::GgufType gguf_type = rqat::io::GgufType::kF16;
   double convert_shard_mb = 5000;
   std::string llama2c_file, llama2c_tokenizer;
@@ -111,6 +112,12 @@ int main(int argc, char** argv) {
   rqat::cli::add_option_flag(*convert_cmd, gguf_type, "gguf-type",
                              "GGUF type of the weight matrices with --to gguf (llama.cpp's "
                              "reference quantization of it; norms and biases stay f32)");
+  convert_cmd
+      ->add_option("--imatrix", gguf_imatrix,
+                   "With --to gguf: llama.cpp's imatrix GGUF (llama-imatrix, or ptq --imatrix's "
+                   "OUT/imatrix.gguf); the matrices it names are quantized with it, as "
+                   "llama-quantize --imatrix")
+      ->check(CLI::ExistingFile);
   convert_cmd->add_option("--gguf-embedding-type", gguf_embedding_name,
                           "GGUF type of the token embeddings and output layer with --to gguf "
                           "(default: --gguf-type; f32 keeps them as rqat has them)");
@@ -201,6 +208,8 @@ int main(int argc, char** argv) {
       std::optional<at::ScalarType> dtype;
       if (convert_dtype != "keep") dtype = convert_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
       const auto shard_bytes = static_cast<uint64_t>(convert_shard_mb * 1e6);
+      if (!gguf_imatrix.empty() && convert_to != "gguf")
+        rqat::fail("--imatrix goes with --to gguf");
       if (!llama2c_file.empty()) {
         rqat::tools::Llama2cConvertOptions options;
         options.checkpoint = llama2c_file;
@@ -220,7 +229,7 @@ int main(int argc, char** argv) {
           gguf_embedding_type =
               rqat::parse_enum<rqat::io::GgufType>(gguf_embedding_name, "--gguf-embedding-type");
         rqat::tools::convert_model_to_gguf(model_dir, output, gguf_type, gguf_embedding_type,
-                                           std::cout);
+                                           std::cout, gguf_imatrix);
       } else if (!model_dir.empty()) {
         rqat::tools::convert_model_dir(model_dir, output, dtype, shard_bytes);
       } else {

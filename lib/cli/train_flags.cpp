@@ -92,6 +92,9 @@ void add_qat_flags(CLI::App& app, QatFlags& f, tools::QatObjective objective) {
       "--export", o.export_format,
       "Also write a packed GPTQ checkpoint (gptq or gptq_v2), or OUT/model-TYPE.gguf of a "
       "model on a --grid gguf-TYPE (gguf)");
+  app.add_option("--gguf-embedding-type", f.gguf_embedding_type,
+                 "With --export gguf: the embeddings' and output layer's type (default: the grid's "
+                 "type; f32 keeps them as rqat has them)");
   add_runtime_flags(app, f.runtime);
 }
 
@@ -112,6 +115,8 @@ tools::QatCommandOptions QatFlags::resolve(tools::QatObjective objective) {
     o.eval_data = eval;
   }
   o.sequences.layout = parse_enum<data::SequenceLayout>(layout, "--layout");
+  if (!gguf_embedding_type.empty())
+    o.gguf_embedding_type = parse_enum<io::GgufType>(gguf_embedding_type, "--gguf-embedding-type");
   runtime.apply();
   o.device = runtime.resolved_device();
   o.dtype = runtime.resolved_dtype();

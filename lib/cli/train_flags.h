@@ -46,6 +46,7 @@ struct QatFlags {
   std::string eval_data;
   bool disable_thinking = false;
   std::string layout = "pack";
+  std::string gguf_embedding_type;
   RuntimeFlags runtime;
 
   // Resolves the parsed strings; errors name the flag.

@@ -138,7 +138,10 @@ class Resolver {
     for (const auto& [key, value] : point_) {
       if (key != name) continue;
       if (used) used->insert(name);
-      return Value{{value}, false, std::nullopt};
+      // A sweep's true/false is a switch, as a variable's is (`imatrix: [false, true]`).
+      std::optional<bool> boolean;
+      if (value == "true" || value == "false") boolean = value == "true";
+      return Value{{value}, false, boolean};
     }
     if (auto it = builtins_.find(name); it != builtins_.end())
       return Value{{it->second}, false, std::nullopt};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -161,17 +162,25 @@ StageReport stage_report(const fs::path& run_dir, const StageInstance& s) {
   return r;
 }
 
-// The instance an eval-math stage evaluates: the input whose directory its --model names.
+// The instance an eval-math stage evaluates (or another stage reads its model from): the input
+// whose directory its --model names, or holds the file it names (a GGUF export inside a ptq or
+// qat directory, re-imported by `rqat convert`).
 const StageInstance* model_input(const ExperimentPlan& plan, const fs::path& run_dir,
                                  const StageInstance& eval) {
   const auto model = flag_value(eval.argv, "--model");
   if (!model) return nullptr;
   const fs::path model_path = normal(*model);
+  const auto names = [&](const fs::path& path, const StageInstance& input) {
+    return path == normal(input.out_dir) || path == normal(run_dir / input.id) ||
+           path.filename() == input.id;
+  };
   for (const auto& id : eval.inputs) {
     const StageInstance* input = plan.find(id);
-    if (!input) continue;
-    if (model_path == normal(input->out_dir) || model_path == normal(run_dir / id) ||
-        model_path.filename() == id)
+    if (input && names(model_path, *input)) return input;
+  }
+  for (const auto& id : eval.inputs) {
+    const StageInstance* input = plan.find(id);
+    if (input && model_path.has_parent_path() && names(model_path.parent_path(), *input))
       return input;
   }
   return nullptr;
@@ -391,6 +400,13 @@ std::string bits_label(const io::Json& quant) {
   if (quant.is_null()) return "16";
   if (!quant.is_object() || !quant.contains("bits") || !quant["bits"].is_number_integer())
     return "?";
+  // llama.cpp's grids by their type (gguf-q2_k: Q2_K), which says more than bits and sub-blocks.
+  if (quant.contains("grid") && quant["grid"].is_string()) {
+    std::string type = quant["grid"].get<std::string>();
+    if (type.rfind("gguf-", 0) == 0) type = type.substr(5);
+    for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return type;
+  }
   const int64_t bits = quant["bits"].get<int64_t>();
   int64_t group = -1;
   if (quant.contains("group_size") && quant["group_size"].is_number_integer())

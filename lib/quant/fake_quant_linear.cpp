@@ -89,6 +89,12 @@ at::Tensor straight_through(const at::Tensor& x, const at::Tensor& rounded,
   return rounded.detach() + at::where(pass, delta, at::zeros_like(delta));
 }
 
+// The value of x rounded to fp16 (as a GGUF block stores it), the gradient straight through.
+at::Tensor fp16_straight_through(const at::Tensor& x) {
+  const auto rounded = x.detach().to(at::kHalf).to(x.scalar_type());
+  return rounded + (x - x.detach());
+}
+
 // Codes of w (out, in) on a GGUF grid, with the grid's scales and offsets expanded to (out, in),
 // as grid_code computes them (a step of 0 takes the code of its only value), and where the
 // unclamped code lay in range (the clipped straight-through estimator's mask).
@@ -148,10 +154,10 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
     fail("{}: the weight holds NaN or infinite values", name);
   if (options_.mode == ScaleMode::kLearnableClip && !std::isfinite(options_.clip_init_logit))
     fail("{}: clip_init_logit must be finite", name);
-  if (quantized.gguf_grid && options_.mode != ScaleMode::kFrozen)
+  if (quantized.gguf_grid && options_.mode == ScaleMode::kLearnableClip)
     fail(
-        "{}: --scale-mode {} is not available on the {} grid (its scales are llama.cpp's; use "
-        "frozen)",
+        "{}: --scale-mode {} is not available on the {} grid (its steps are fp16 values, not "
+        "ranges: use frozen or lsq)",
         name, enum_name(options_.mode), gguf_grid_name(*quantized.gguf_grid));
   grid_ = quantized.gguf_grid;
   at::NoGradGuard no_grad;
@@ -165,10 +171,46 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
     bias_ = register_parameter("bias", bias->to(f32).clone());
   }
   const bool lsq = options_.mode == ScaleMode::kLsq;
-  scales_ = register_parameter("scales", quantized.scales.to(f32).clone(), lsq);
-  zeros_ = register_parameter("zeros", quantized.zeros.to(f32).clone(), lsq);
+  const bool grid_lsq = grid_ && lsq;
+  scales_ = register_parameter("scales", quantized.scales.to(f32).clone(), lsq && !grid_);
+  // On a grid, LSQ trains what the block format stores as fp16 (the header): a K-quant's
+  // super-block scales, else each block's step and, in min form (q4_1), its min.
+  const bool min_form = grid_ && gguf_grid_info(*grid_).min_form;
+  const bool super_scales = grid_ && gguf_grid_info(*grid_).super_scales;
+  zeros_ = register_parameter("zeros", quantized.zeros.to(f32).clone(),
+                              lsq && (!grid_ || (min_form && !super_scales)));
   g_idx_ = register_buffer("g_idx", quantized.g_idx.to(device, at::kInt).clone());
-  if (quantized.super_scales.defined()) super_scales_ = quantized.super_scales.cpu().clone();
+  // The log of a magnitude (0 where it is 0: its multiplier is 0 there, so it never counts).
+  const auto log_of = [](const at::Tensor& x) {
+    return at::where(x > 0, at::log(at::where(x > 0, x, 1)), at::zeros_like(x));
+  };
+  if (grid_lsq && super_scales) {
+    const auto super = quantized.super_scales.to(f32);
+    log_scales_ = register_parameter("log_super_scales", log_of(super.abs()));
+    super_signs_ = register_buffer("super_signs", super.sign());
+    // A sub-block's step (its magnitude: the zero form mirrors negative ones) and min over its
+    // super-block's |d| and |dmin|: integers, exactly (fp16 d times an integer of <= 8 bits is
+    // exact in float32, and so is the quotient).
+    const int64_t subs = gguf_grid_info(*grid_).block / group_size_;
+    const auto per_group = [&](int part) {
+      return super.select(2, part).abs().repeat_interleave(subs, 1);
+    };
+    const auto quotient = [](const at::Tensor& x, const at::Tensor& base) {
+      return at::where(base > 0, x / at::where(base > 0, base, 1), at::zeros_like(x));
+    };
+    const auto step_multiplier = quotient(scales_.detach(), per_group(0));
+    const auto min_multiplier =
+        min_form ? quotient(zeros_.detach(), per_group(1)) : at::zeros_like(step_multiplier);
+    grid_multipliers_ =
+        register_buffer("grid_multipliers", at::stack({step_multiplier, min_multiplier}, 2));
+  } else if (grid_lsq) {
+    log_scales_ = register_parameter("log_scales", log_of(scales_.detach()));
+    const auto step_multiplier = (scales_.detach() != 0).to(at::kFloat);
+    grid_multipliers_ = register_buffer(
+        "grid_multipliers", at::stack({step_multiplier, at::ones_like(step_multiplier)}, 2));
+  } else if (quantized.super_scales.defined()) {
+    super_scales_ = quantized.super_scales.cpu().clone();
+  }
   if (options_.mode == ScaleMode::kLearnableClip) {
     clip_gamma_ =
         register_parameter("clip_gamma", at::full(scales_.sizes(), options_.clip_init_logit, f32));
@@ -234,14 +276,69 @@ at::Tensor FakeQuantLinear::grad_scale() const {
   return at::rsqrt(at::clamp_min(counts, 1) * static_cast<double>(max_code()));
 }
 
+FakeQuantLinear::ScaleZero FakeQuantLinear::grid_scale_offset() const {
+  if (!learns_on_grid()) return {scales_, zeros_};
+  const GgufGridInfo info = gguf_grid_info(*grid_);
+  const auto step_multiplier = grid_multipliers_.select(2, 0);
+  const auto min_multiplier = grid_multipliers_.select(2, 1);
+  at::Tensor steps, offsets;
+  if (info.super_scales) {
+    // LSQ's gradient scale counts the weights that share a learned value: a super-block's.
+    const at::Tensor learned = at::exp(lsq_gradient_scale(log_scales_, info.block));
+    const int64_t subs = info.block / group_size_;
+    const auto fp16_super = [&](int part) {
+      return fp16_straight_through(learned.select(2, part)).repeat_interleave(subs, 1);
+    };
+    steps = fp16_super(0) * step_multiplier;
+    offsets = info.min_form ? fp16_super(1) * min_multiplier : zeros_;
+  } else {
+    steps = fp16_straight_through(at::exp(lsq_gradient_scale(log_scales_, group_size_))) *
+            step_multiplier;
+    offsets = info.min_form ? fp16_straight_through(lsq_gradient_scale(zeros_, group_size_))
+                            : zeros_;
+  }
+  // A learned step that rounds to 0 in fp16 would collapse its sub-block's values.
+  const auto live = step_multiplier != 0;
+  const auto bad = at::logical_and(live, at::logical_not(steps.detach() > 0)).any();
+  if (bad.item<bool>() || !at::isfinite(steps.detach()).all().item<bool>() ||
+      !at::isfinite(offsets.detach()).all().item<bool>())
+    fail("{}: a learned {} step is no longer finite and > 0 in fp16 (lower the learning rate)",
+         options_.name, gguf_grid_name(*grid_));
+  return {steps, offsets};
+}
+
+at::Tensor FakeQuantLinear::learned_super_scales() const {
+  at::NoGradGuard no_grad;
+  return (at::exp(log_scales_).to(at::kHalf).to(at::kFloat) * super_signs_).cpu().contiguous();
+}
+
+at::Tensor FakeQuantLinear::lsq_gradient_scale(const at::Tensor& x, int64_t shared) const {
+  if (!options_.lsq_grad_scale) return x;
+  const double g = 1.0 / std::sqrt(static_cast<double>(shared) * static_cast<double>(max_code()));
+  // Value exactly x; gradient times g.
+  return x.detach() + (x * g - (x * g).detach());
+}
+
 at::Tensor FakeQuantLinear::fake_quantized_weight_on_grid() const {
   const auto dtype = weight_.scalar_type();
   const auto index = ops::on_device(g_idx_, weight_.device(), at::kLong);
-  const auto s = scales_.index_select(1, index).to(dtype);
-  const auto o = zeros_.index_select(1, index).to(dtype);
+  const ScaleZero grid = grid_scale_offset();
+  const auto s = grid.scales.index_select(1, index).to(dtype);
+  const auto o = grid.zeros.index_select(1, index).to(dtype);
   const bool min_form = gguf_grid_info(*grid_).min_form;
-  const GridCodes q = codes_on_grid(weight_.detach(), s, o, min_form, max_code());
-  return straight_through(weight_, grid_values(q.codes, s, o, min_form), q.in_range);
+  const GridCodes q = codes_on_grid(weight_.detach(), s.detach(), o.detach(), min_form, max_code());
+  const auto exact = grid_values(q.codes, s.detach(), o.detach(), min_form);
+  if (!learns_on_grid()) return straight_through(weight_, exact, q.in_range);
+  // The exact grid values, with the gradients of a surrogate: the clipped STE for the weight and
+  // LSQ's for the step, d w_q / d s = q - z - w / s inside the range and q - z where clamped
+  // (min form: q - (w + m) / s and q), and LSQ+'s for a min, 0 inside and -1 where clamped.
+  const auto pass = q.in_range.to(dtype);
+  const auto w = weight_.detach();
+  const auto safe_s = at::where(s.detach() > 0, s.detach(), at::ones_like(s));
+  const auto surrogate =
+      min_form ? s * (q.codes - pass * ((w + o.detach()) / safe_s)) - o * (1 - pass) + pass * weight_
+               : s * (q.codes - o.detach() - pass * (w / safe_s)) + pass * weight_;
+  return exact + (surrogate - surrogate.detach());
 }
 
 at::Tensor FakeQuantLinear::fake_quantized_weight() const {
@@ -288,9 +385,13 @@ QuantizedWeight FakeQuantLinear::to_quantized() const {
   QuantizedWeight q;
   if (grid_) {
     q.gguf_grid = grid_;
-    if (super_scales_.defined()) q.super_scales = super_scales_.clone();
-    q.scales = scales_.detach().contiguous().clone();
-    q.zeros = zeros_.detach().contiguous().clone();
+    const ScaleZero grid = grid_scale_offset();
+    if (learns_on_grid() && super_signs_.defined())
+      q.super_scales = learned_super_scales();
+    else if (super_scales_.defined())
+      q.super_scales = super_scales_.clone();
+    q.scales = grid.scales.detach().contiguous().clone();
+    q.zeros = grid.zeros.detach().contiguous().clone();
     q.g_idx = g_idx_.clone();
     const auto index = g_idx_.to(at::kLong);
     q.codes =

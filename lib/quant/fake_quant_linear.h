@@ -15,8 +15,20 @@
 // operations, so to_quantized().dequantize() equals the forward's w_q bit for bit: exporting the
 // trained layer loses nothing.
 // On a GGUF grid (QuantizedWeight::gguf_grid, quant/gguf_grid.h) the scales, zero points or mins
-// are llama.cpp's and stay frozen; the forward takes each weight's nearest code on the grid with
-// the same clipped straight-through gradient, and to_quantized() exports those codes exactly.
+// start as llama.cpp's; the forward takes each weight's nearest code on the grid with the same
+// clipped straight-through gradient, and to_quantized() exports those codes exactly. They stay
+// frozen (kFrozen), or learn with the LSQ/LSQ+ gradients above (kLsq) in the only way the block
+// format can store the result: what the format keeps as fp16 trains, rounded to fp16 in every
+// forward (the rounding passes the gradient straight through), and what it keeps as integers stays:
+//   q8_0, q4_0: the block's step d (parameter "log_scales"; its zero point is the type's);
+//   q4_1: d and the min m ("zeros");
+//   K-quants: the super-block scales d and dmin (parameter "log_super_scales", their signs in the
+//     buffer "super_signs"), each sub-block's step and min staying d (dmin) times its own integer
+//     (buffer "grid_multipliers"), so the steps of a super-block move together.
+// A step is learned as the log of its magnitude: an optimizer step then changes it by a relative
+// amount, which one learning rate can serve for llama.cpp's steps (1e-5..1e-2, a K-quant's d often
+// 1e-4) and the weights alike, and it cannot turn negative. One that rounds to 0 in fp16 stops
+// training with a message. "scales" and "zeros" keep the initial values where they do not train.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -111,7 +123,8 @@ class FakeQuantLinear : public model::Linear {
   // The master weight (parameter "weight"), float32 (out, in).
   const at::Tensor& weight() const { return weight_; }
   // Parameters "scales" and "zeros" (out, groups) float32, requires_grad only in kLsq. zeros may
-  // hold non-integral values in kLsq; the forward uses clamp(round(zeros), 0, maxq).
+  // hold non-integral values in kLsq; the forward uses clamp(round(zeros), 0, maxq). On a grid in
+  // kLsq they keep the initial values, but for q4_1's mins ("zeros"), which train.
   const at::Tensor& scales() const { return scales_; }
   const at::Tensor& zeros() const { return zeros_; }
   const at::Tensor& g_idx() const { return g_idx_; }  // buffer "g_idx", int32 (in)
@@ -125,21 +138,38 @@ class FakeQuantLinear : public model::Linear {
 
  private:
   struct ScaleZero {
-    at::Tensor scales, zeros;  // (out, groups), zeros integral
+    at::Tensor scales, zeros;  // (out, groups), zeros integral (on a grid: zero points or mins)
   };
   // The (s, z) the forward uses now, with autograd history to the trainable parameters.
   ScaleZero current_scale_zero() const;
   at::Tensor grad_scale() const;  // LSQ's g per group, or undefined
-  // On a GGUF grid (frozen scales and mins, quant/gguf_grid.h): the grid's values of the codes
-  // nearest the master weight, with the clipped straight-through gradient.
+  // x with its gradient times LSQ's g = 1 / sqrt(shared * maxq) when lsq_grad_scale is on.
+  at::Tensor lsq_gradient_scale(const at::Tensor& x, int64_t shared) const;
+  // On a GGUF grid (quant/gguf_grid.h): the grid's values of the codes nearest the master weight,
+  // with the clipped straight-through gradient (and LSQ's to the grid's fp16 scales in kLsq).
   at::Tensor fake_quantized_weight_on_grid() const;
+  // The grid's steps and offsets (zero points or mins) per (row, sub-block) that the forward uses
+  // now: the frozen ones, or in kLsq the fp16-rounded learned ones with autograd history.
+  ScaleZero grid_scale_offset() const;
+  // kLsq on a K-quant grid: the super-block scales as the block format stores them (signed fp16
+  // d, dmin).
+  at::Tensor learned_super_scales() const;
+  bool learns_on_grid() const { return grid_.has_value() && options_.mode == ScaleMode::kLsq; }
 
   FakeQuantOptions options_;
   int bits_;
   int64_t group_size_;
   at::Tensor weight_, bias_, scales_, zeros_, g_idx_, clip_gamma_, clip_beta_;
   std::optional<io::GgufType> grid_;  // a GGUF grid: zeros_ then hold mins for the min form
-  at::Tensor super_scales_;           // its fp16 super-block scales (K-quants), for export
+  // Its fp16 super-block scales (K-quants), for export (frozen grids).
+  at::Tensor super_scales_;
+  // kLsq on a grid: the learned logs of the steps' magnitudes (out, groups), or of the K-quants'
+  // |d| and |dmin| (out, blocks, 2) with super_signs_ their signs (0: a scale of 0, which stays).
+  at::Tensor log_scales_, super_signs_;
+  // kLsq on a grid: (out, groups, 2) what each sub-block's step and min are of the learned
+  // super-block scale (K-quants: the format's integers), or for q8_0/q4_0/q4_1 1 (0 for a block
+  // whose step is 0, which stays so).
+  at::Tensor grid_multipliers_;
 };
 
 }  // namespace rqat::quant

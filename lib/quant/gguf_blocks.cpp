@@ -88,9 +88,7 @@ void dequantize_block(GgufType type, const uint8_t* b, float* y) {
       const float d = half_to_float(c + 108);
       for (int e = 0; e < 256; ++e) {
         const int j = e / 16;
-        const int low4 = j < 8 ? (sc[j] & 0x0F) : (sc[j - 8] >> 4);
-        const int high2 = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
-        const float dl = d * static_cast<float>((low4 | (high2 << 4)) - 32);
+        const float dl = d * static_cast<float>(unpack_q3_k_scale(sc, j));
         const int h = e / 128, s = (e / 32) % 4, l = e % 32;
         const int low = (qs[32 * h + l] >> (2 * s)) & 3;
         const int high = (hmask[e % 32] >> (e / 32)) & 1;
@@ -160,7 +158,8 @@ bool gguf_row_fits(io::GgufType type, int64_t cols) {
   return cols > 0 && cols % io::gguf_type_info(type).block_elements == 0;
 }
 
-std::string quantize_gguf(io::GgufType type, const float* x, int64_t rows, int64_t cols) {
+std::string quantize_gguf(io::GgufType type, const float* x, int64_t rows, int64_t cols,
+                          const float* importance) {
   const auto info = io::gguf_type_info(type);
   const int64_t bytes =
       io::gguf_tensor_bytes(type, cols, rows, fmt::format("quantize_gguf {}", enum_name(type)));
@@ -168,11 +167,9 @@ std::string quantize_gguf(io::GgufType type, const float* x, int64_t rows, int64
     return floats_as(type, x, rows * cols);
   std::string out(static_cast<size_t>(bytes), '\0');
   auto* y = reinterpret_cast<uint8_t*>(out.data());
-  const int64_t blocks_per_row = cols / info.block_elements;
+  const int64_t row_bytes = cols / info.block_elements * info.block_bytes;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < blocks_per_row; ++k)
-      quantize_gguf_block(type, x + r * cols + k * info.block_elements,
-                          y + (r * blocks_per_row + k) * info.block_bytes);
+    quantize_gguf_row(type, x + r * cols, cols, importance, y + r * row_bytes);
   return out;
 }
 
@@ -199,11 +196,18 @@ void dequantize_gguf(io::GgufType type, const char* data, int64_t rows, int64_t 
     dequantize_block(type, b + k * info.block_bytes, out + k * info.block_elements);
 }
 
-std::string quantize_gguf_tensor(io::GgufType type, const at::Tensor& w) {
+std::string quantize_gguf_tensor(io::GgufType type, const at::Tensor& w,
+                                 const at::Tensor& importance) {
   if (!w.defined() || w.dim() < 1) fail("quantize_gguf: a tensor of at least one dimension");
   const auto x = w.detach().to(at::kCPU, at::kFloat).contiguous();
   const int64_t cols = x.size(-1), rows = cols > 0 ? x.numel() / cols : 0;
-  return quantize_gguf(type, x.data_ptr<float>(), rows, cols);
+  if (!importance.defined()) return quantize_gguf(type, x.data_ptr<float>(), rows, cols);
+  const auto qw = importance.detach().to(at::kCPU, at::kFloat).contiguous();
+  if (qw.dim() != 1 || qw.size(0) != cols)
+    fail("quantize_gguf: an importance of {} values for rows of {}", qw.numel(), cols);
+  if (!at::isfinite(qw).all().item<bool>() || (qw < 0).any().item<bool>())
+    fail("quantize_gguf: the importance holds negative or non-finite values");
+  return quantize_gguf(type, x.data_ptr<float>(), rows, cols, qw.data_ptr<float>());
 }
 
 at::Tensor dequantize_gguf_tensor(io::GgufType type, const std::string& data,

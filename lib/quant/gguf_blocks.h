@@ -8,7 +8,8 @@
 //                     compute them (float32, each product and difference rounded on its own, no
 //                     fused multiply-add; this file is compiled with -ffp-contract=off);
 //   quantize_gguf     llama.cpp's reference quantization of the type (what llama-quantize writes
-//                     without an importance matrix; quant/gguf_quantize.h).
+//                     without an importance matrix; quant/gguf_quantize.h), or with one its
+//                     importance-weighted quantization (llama-quantize --imatrix).
 //
 // Block layouts are in gguf_blocks.cpp; io/gguf_file.h has the block sizes.
 #pragma once
@@ -23,15 +24,19 @@
 namespace rqat::quant {
 
 // x: rows x cols float32, row-major; cols a multiple of the type's block. Returns the tensor's
-// bytes in `type` (f32, f16 and bf16 as IEEE values rounded to nearest even).
-std::string quantize_gguf(io::GgufType type, const float* x, int64_t rows, int64_t cols);
+// bytes in `type` (f32, f16 and bf16 as IEEE values rounded to nearest even). importance: nullptr
+// or cols weights, one per input column, the same for every row (quantize_gguf_row).
+std::string quantize_gguf(io::GgufType type, const float* x, int64_t rows, int64_t cols,
+                          const float* importance = nullptr);
 
 // The inverse: `data` holds rows x cols values in `type`; writes them as float32 to out.
 void dequantize_gguf(io::GgufType type, const char* data, int64_t rows, int64_t cols, float* out);
 
 // The same on tensors: w of any float dtype, (..., cols) on any device (the work is on the CPU);
 // the result float32 of the given shape on the CPU.
-std::string quantize_gguf_tensor(io::GgufType type, const at::Tensor& w);
+// importance: undefined, or (cols) non-negative finite values.
+std::string quantize_gguf_tensor(io::GgufType type, const at::Tensor& w,
+                                 const at::Tensor& importance = {});
 at::Tensor dequantize_gguf_tensor(io::GgufType type, const std::string& data,
                                   at::IntArrayRef shape);
 

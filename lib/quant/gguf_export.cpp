@@ -155,6 +155,22 @@ std::vector<PlannedTensor> plan_tensors(const model::CausalLM& model,
   return plan;
 }
 
+// The importance-matrix weights of a tensor about to be quantized to a block type, if the matrix
+// names it (undefined otherwise, and for the float types and Q8_0, which llama.cpp quantizes
+// without one).
+at::Tensor importance_of(const GgufExportOptions& options, const PlannedTensor& t,
+                         const at::Tensor& value) {
+  if (options.importance == nullptr || !has_gguf_grid(t.type) || t.type == GgufType::kQ8_0 ||
+      value.dim() != 2)
+    return {};
+  const auto found = options.importance->find(t.gguf_name);
+  if (found == options.importance->end()) return {};
+  if (found->second.in_sum2.numel() != value.size(1))
+    fail("imatrix: {} has {} columns, its importance {} values", t.gguf_name, value.size(1),
+         found->second.in_sum2.numel());
+  return found->second.weights();
+}
+
 }  // namespace
 
 void check_gguf_exportable(const model::CausalLM& model, const GgufExportOptions& options) {
@@ -198,9 +214,13 @@ GgufExportSummary export_gguf(const model::CausalLM& model,
       value = interleave_rope_rows(value, *heads);
       if (grid) grid = select_rows(*grid, rope_row_order(grid->out_features(), *heads, true));
     }
+    const at::Tensor importance = grid ? at::Tensor() : importance_of(options, t, value);
     std::string bytes =
-        grid ? exact_grid_bytes(t, *grid, value) : quantize_gguf_tensor(t.type, value);
-    if (value.dim() == 2) ++(grid ? summary.grid_layers : summary.requantized[t.type]);
+        grid ? exact_grid_bytes(t, *grid, value) : quantize_gguf_tensor(t.type, value, importance);
+    if (value.dim() == 2)
+      ++(grid                   ? summary.grid_layers
+         : importance.defined() ? summary.weighted[t.type]
+                                : summary.requantized[t.type]);
     writer.add_tensor({t.gguf_name, value.sizes().vec(), t.type, std::move(bytes)});
   }
   summary.tensors = static_cast<int64_t>(writer.tensor_count());

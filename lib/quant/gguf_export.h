@@ -15,6 +15,7 @@
 
 #include "io/gguf_file.h"
 #include "model/decoder.h"
+#include "quant/gguf_importance.h"
 #include "quant/quantized_weight.h"
 
 namespace rqat::quant {
@@ -31,12 +32,17 @@ struct GgufExportOptions {
   // weight exactly (else the export fails naming the layer). Other layers are quantized by
   // llama.cpp's reference quantizer. Not owned; may be null.
   const std::map<std::string, QuantizedWeight>* grid_layers = nullptr;
+  // An importance matrix by GGUF tensor name (quant/gguf_importance.h): the matrices it names that
+  // are quantized here (not written from codes) take llama.cpp's importance-matrix quantization,
+  // as llama-quantize --imatrix. Not owned; may be null.
+  const std::map<std::string, LayerImportance>* importance = nullptr;
 };
 
 struct GgufExportSummary {
   int64_t tensors = 0;
   int64_t grid_layers = 0;                      // written from their codes, with no rounding
   std::map<io::GgufType, int64_t> requantized;  // matrices by the reference quantizer, by type
+  std::map<io::GgufType, int64_t> weighted;     // by the importance-matrix quantizer, by type
 };
 
 // model: a dense model (a packed one is loaded with LoadOptions::dequantize); its tokenizer files

@@ -47,12 +47,6 @@ void put_half(uint8_t* p, float x) {
 
 bool is_half(float x) { return static_cast<float>(c10::Half(x)) == x; }
 
-int q3_k_scale(const uint8_t* sc, int j) {
-  const int low4 = j < 8 ? (sc[j] & 0x0F) : (sc[j - 8] >> 4);
-  const int high2 = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
-  return (low4 | (high2 << 4)) - 32;
-}
-
 void unpack_block(GgufType type, const uint8_t* b, BlockParts& p) {
   switch (type) {
     case GgufType::kQ8_0:
@@ -95,7 +89,7 @@ void unpack_block(GgufType type, const uint8_t* b, BlockParts& p) {
         p.code[e] = static_cast<uint8_t>(low | (high << 2));
       }
       for (int j = 0; j < 16; ++j) {
-        p.sub_scale[j] = q3_k_scale(b + 96, j);
+        p.sub_scale[j] = unpack_q3_k_scale(b + 96, j);
         p.step[j] = p.d * static_cast<float>(p.sub_scale[j]);
       }
       return;
@@ -169,11 +163,7 @@ void pack_block(GgufType type, const BlockParts& p, uint8_t* b, size_t block_byt
         b[32 + 32 * (e / 128) + e % 32] |=
             static_cast<uint8_t>((p.code[e] & 3) << (2 * ((e / 32) % 4)));
       }
-      for (int j = 0; j < 16; ++j) {
-        const int stored = p.sub_scale[j] + 32;
-        b[96 + (j < 8 ? j : j - 8)] |= static_cast<uint8_t>((stored & 0x0F) << (j < 8 ? 0 : 4));
-        b[96 + 8 + j % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (j / 4)));
-      }
+      for (int j = 0; j < 16; ++j) pack_q3_k_scale(b + 96, j, p.sub_scale[j]);
       put_half(b + 108, p.d);
       return;
     case GgufType::kQ4_K:
@@ -297,7 +287,8 @@ QuantizedWeight gguf_grid_from_blocks(io::GgufType type, const std::string& byte
   return w;
 }
 
-QuantizedWeight gguf_grid_quantize(io::GgufType type, const at::Tensor& w) {
+QuantizedWeight gguf_grid_quantize(io::GgufType type, const at::Tensor& w,
+                                   const at::Tensor& importance) {
   if (!w.defined() || w.dim() != 2 || !c10::isFloatingType(w.scalar_type()))
     fail("gguf grid: the weight must be a 2-D float tensor (out, in)");
   const GgufGridInfo grid = gguf_grid_info(type, "gguf grid");
@@ -305,7 +296,7 @@ QuantizedWeight gguf_grid_quantize(io::GgufType type, const at::Tensor& w) {
     fail("gguf grid: rows of {} values are not a whole number of {}-value {} blocks", w.size(1),
          grid.block, enum_name(type));
   QuantizedWeight q =
-      gguf_grid_from_blocks(type, quantize_gguf_tensor(type, w), w.size(0), w.size(1));
+      gguf_grid_from_blocks(type, quantize_gguf_tensor(type, w, importance), w.size(0), w.size(1));
   const auto device = w.device();
   for (at::Tensor* t : {&q.codes, &q.scales, &q.zeros, &q.g_idx, &q.super_scales})
     if (t->defined()) *t = t->to(device);

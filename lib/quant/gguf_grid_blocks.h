@@ -17,8 +17,10 @@ namespace rqat::quant {
 // dequantize_gguf of the bytes value for value (-0 and +0 aside).
 QuantizedWeight gguf_grid_from_blocks(io::GgufType type, const std::string& bytes, int64_t rows,
                                       int64_t cols);
-// llama.cpp's reference quantization of w (out, in) onto the type's grid.
-QuantizedWeight gguf_grid_quantize(io::GgufType type, const at::Tensor& w);
+// llama.cpp's reference quantization of w (out, in) onto the type's grid, or with an importance
+// (in) its importance-matrix quantization (quant/gguf_quantize.h).
+QuantizedWeight gguf_grid_quantize(io::GgufType type, const at::Tensor& w,
+                                   const at::Tensor& importance = {});
 // The GGUF bytes of a weight on the grid of `type` (its codes may differ from the ones it started
 // with). Fails naming `name` when a scale or min is not one the type can store (not fp16, or not
 // the super-block scale times an integer in range), which a frozen grid never produces.

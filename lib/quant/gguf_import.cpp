@@ -11,6 +11,7 @@
 #include "io/error.h"
 #include "io/gguf_file.h"
 #include "io/json_text.h"
+#include "io/manifest.h"
 #include "model/model_config.h"
 #include "model/model_dir.h"
 #include "quant/gguf_blocks.h"
@@ -116,13 +117,23 @@ void import_gguf(const std::filesystem::path& file, const std::filesystem::path&
   saved.torch_dtype = "float32";
   model::save_model_config(saved, out_dir);
   io::write_checkpoint(out_dir, tensors, 0);
+  // The manifest says what the directory came from, and its grid (as a ptq artifact's does), so
+  // that reports label an evaluation of the import with the file's bits.
+  io::Manifest manifest;
+  manifest.tool = "rqat convert";
+  manifest.inputs["gguf"] = file.string();
+  manifest.config["gguf_layer_types"] = io::Json::array();
+  for (const auto type : layer_types)
+    manifest.config["gguf_layer_types"].push_back(std::string(enum_name(type)));
   if (layer_types.size() == 1 && !grid_layers.empty()) {
     QuantState state;
     state.spec.use_gguf_grid(*layer_types.begin());
     state.layers = std::move(grid_layers);
     save_quant_state(out_dir, state);
+    manifest.config["quant"] = state.spec.to_json();
   }
   if (tokenizer_dir) model::copy_tokenizer_files(*tokenizer_dir, out_dir);
+  io::write_manifest(out_dir, manifest);
 }
 
 }  // namespace rqat::quant

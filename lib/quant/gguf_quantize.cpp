@@ -26,6 +26,11 @@ void store_half(uint8_t* p, float x) {
   std::memcpy(p, &bits, 2);
 }
 float stored_half(float x) { return static_cast<float>(c10::Half(x)); }
+float half_value(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
+}
 
 // The signed value of largest magnitude (the first such one).
 float signed_absmax(const float* x, int n) {
@@ -146,21 +151,22 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
 }
 
 // A symmetric fit x ~ scale * (L - nmax) on codes -nmax..nmax-1 from the value of largest
-// magnitude, weighted by x^2, tried at 19 grid sizes around nmax (ggml's make_qx_quants with
-// rmse_type 1, for Q6_K). Returns the scale; L holds codes + nmax.
-float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+// magnitude, weighted by w (nullptr: x^2), tried at 19 grid sizes around nmax (ggml's
+// make_qx_quants with rmse_type 1: Q6_K, and with an importance matrix Q3_K and Q4_0). Returns the
+// scale; L holds codes + nmax.
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L, const float* w = nullptr) {
   const float max = signed_absmax(x, n);
   if (std::fabs(max) < kGroupMaxEps) {
     std::fill(L, L + n, int8_t{0});
     return 0.0f;
   }
+  const auto weight = [&](int i) { return w != nullptr ? w[i] : x[i] * x[i]; };
   const auto fit = [&](float iscale, float& sumlx, float& suml2) {
     sumlx = suml2 = 0;
     for (int i = 0; i < n; ++i) {
       const int l = std::clamp(nearest(iscale * x[i]), -nmax, nmax - 1);
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * l;
-      suml2 += w * l * l;
+      sumlx += weight(i) * x[i] * l;
+      suml2 += weight(i) * l * l;
     }
   };
   const auto set_codes = [&](float iscale) {
@@ -183,6 +189,91 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
     }
   }
   return scale;
+}
+
+// Non-negative values (sub-block scales or mins) on one scale: x ~ scale * L, L in 0..nmax,
+// weighted by w: the best of 9 grid sizes around nmax, then up to 5 rounds of moving single
+// codes where that raises the weighted fit (ggml's make_qp_quants, the K-quants' sub-block
+// scales under an importance matrix). Returns the scale.
+float fit_nonnegative(int n, int nmax, const float* x, uint8_t* L, const float* w) {
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max == 0) {
+    std::fill(L, L + n, uint8_t{0});
+    return 0.0f;
+  }
+  const auto weighted_error = [&](float iscale) {
+    const float scale = 1 / iscale;
+    float error = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = x[i] - scale * std::min(nmax, nearest(iscale * x[i]));
+      error += w[i] * diff * diff;
+    }
+    return error;
+  };
+  float iscale = nmax / max;
+  float best = weighted_error(iscale);
+  for (int k = -4; k <= 4; ++k) {
+    if (k == 0) continue;
+    const float trial = (0.1f * k + nmax) / max;
+    const float error = weighted_error(trial);
+    if (error < best) {
+      best = error;
+      iscale = trial;
+    }
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::min(nmax, nearest(iscale * x[i]));
+    L[i] = static_cast<uint8_t>(l);
+    sumlx += w[i] * x[i] * l;
+    suml2 += w[i] * l * l;
+  }
+  for (int round = 0; round < 5; ++round) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      float slx = sumlx - w[i] * x[i] * L[i];
+      float sl2 = suml2 - w[i] * L[i] * L[i];
+      if (!(slx > 0 && sl2 > 0)) continue;
+      const int l = std::min(nmax, nearest(x[i] * sl2 / slx));
+      if (l == L[i]) continue;
+      slx += w[i] * x[i] * l;
+      sl2 += w[i] * l * l;
+      if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<uint8_t>(l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  return sumlx / suml2;
+}
+
+// Q4_0 and Q4_1 with an importance matrix (ggml's quantize_row_q4_0_impl / q4_1_impl): a value
+// weighs qw * sqrt(sigma2 + x^2), sigma2 the whole row's mean square; Q4_0 takes the weighted
+// symmetric fit, Q4_1 the weighted affine fit over fine grids.
+void quantize_q4_0_weighted(const float* x, const float* qw, float sigma2, uint8_t* y) {
+  float w[32];
+  for (int j = 0; j < 32; ++j) w[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+  int8_t L[32];
+  store_half(y, fit_symmetric(32, 8, x, L, w));
+  int codes[32];
+  for (int j = 0; j < 32; ++j) codes[j] = L[j];
+  pack_nibbles(codes, y + 2);
+}
+
+void quantize_q4_1_weighted(const float* x, const float* qw, float sigma2, uint8_t* y) {
+  float w[32];
+  for (int j = 0; j < 32; ++j) w[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+  uint8_t L[32];
+  float negated_min = 0;
+  store_half(y, fit_affine(32, 15, x, w, L, &negated_min, -0.9f, 0.05f, 36, false));
+  store_half(y + 2, -negated_min);
+  int codes[32];
+  for (int j = 0; j < 32; ++j) codes[j] = L[j];
+  pack_nibbles(codes, y + 4);
 }
 
 // Q3_K's sub-block fit: codes -nmax..nmax-1 from the largest magnitude, then up to 5 rounds of
@@ -237,6 +328,21 @@ void pack_two_bit(const uint8_t* L, uint8_t* qs) {
     }
 }
 
+// Q2_K's codes again on the stored scales (sub-blocks whose step is 0 keep the fit's codes),
+// packed.
+void finish_q2_k(const float* x, uint8_t* L, uint8_t* y) {
+  const uint8_t* sc = y;
+  const float d = half_value(y + 80), dmin = half_value(y + 82);
+  for (int j = 0; j < 16; ++j) {
+    const float dl = d * (sc[j] & 0x0F);
+    if (dl == 0) continue;
+    const float ml = dmin * (sc[j] >> 4);
+    for (int l = 0; l < 16; ++l)
+      L[16 * j + l] = static_cast<uint8_t>(std::clamp(nearest((x[16 * j + l] + ml) / dl), 0, 3));
+  }
+  pack_two_bit(L, y + 16);
+}
+
 void quantize_q2_k(const float* x, uint8_t* y) {
   uint8_t L[256];
   float scales[16], mins[16], w[16];
@@ -260,17 +366,66 @@ void quantize_q2_k(const float* x, uint8_t* y) {
     for (int j = 0; j < 16; ++j) sc[j] |= static_cast<uint8_t>(nearest(iscale * mins[j]) << 4);
   }
   store_half(y + 82, max_min > 0 ? max_min / kLevels : 0.0f);
-  // The codes again on the stored scales.
-  const float d = stored_half(max_scale > 0 ? max_scale / kLevels : 0.0f);
-  const float dmin = stored_half(max_min > 0 ? max_min / kLevels : 0.0f);
+  finish_q2_k(x, L, y);
+}
+
+// The importance-weighted fits of the K-quants weight a value by qw * sqrt(sigma2 + x^2), sigma2
+// the super-block's mean square times `spread` (2, or 1 for Q2_K).
+void importance_weights(const float* x, const float* qw, int n, float sigma2, float* w) {
+  for (int l = 0; l < n; ++l) w[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+}
+float super_block_sigma2(const float* x, float spread) {
+  float sum_x2 = 0;
+  for (int j = 0; j < 256; ++j) sum_x2 += x[j] * x[j];
+  return spread * sum_x2 / 256;
+}
+float sum_of(const float* w, int n) {
+  float s = 0;
+  for (int l = 0; l < n; ++l) s += w[l];
+  return s;
+}
+
+// With an importance matrix (ggml's quantize_row_q2_K_impl): each sub-block's affine fit over
+// finer grids, then its scale and min quantized to 4 bits by fit_nonnegative, weighted by the
+// sub-blocks' total weight.
+void quantize_q2_k_weighted(const float* x, const float* qw, uint8_t* y) {
+  uint8_t L[256], Ls[16], Lm[16];
+  float scales[16], mins[16], sw[16], w[16];
+  const float sigma2 = super_block_sigma2(x, 1.f);
   for (int j = 0; j < 16; ++j) {
-    const float dl = d * (sc[j] & 0x0F);
-    if (dl == 0) continue;
-    const float ml = dmin * (sc[j] >> 4);
-    for (int l = 0; l < 16; ++l)
-      L[16 * j + l] = static_cast<uint8_t>(std::clamp(nearest((x[16 * j + l] + ml) / dl), 0, 3));
+    importance_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
+    sw[j] = sum_of(w, 16);
+    scales[j] = fit_affine(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36, false);
   }
-  pack_two_bit(L, y + 16);
+  store_half(y + 80, fit_nonnegative(16, 15, scales, Ls, sw));
+  store_half(y + 82, fit_nonnegative(16, 15, mins, Lm, sw));
+  for (int j = 0; j < 16; ++j) y[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+  finish_q2_k(x, L, y);
+}
+
+// Q3_K's codes again on the stored scales, the high bit of code e into bit e / 32 of
+// hmask[e % 32] and the low two bits packed as Q2_K's.
+void finish_q3_k(const float* x, int8_t* L, uint8_t* y) {
+  const uint8_t* sc = y + 96;
+  const float d = half_value(y + 108);
+  for (int j = 0; j < 16; ++j) {
+    const float dl = d * static_cast<float>(unpack_q3_k_scale(sc, j));
+    if (dl == 0) continue;
+    for (int l = 0; l < 16; ++l)
+      L[16 * j + l] = static_cast<int8_t>(std::clamp(nearest(x[16 * j + l] / dl), -4, 3) + 4);
+  }
+  uint8_t* hmask = y;
+  std::fill(hmask, hmask + 32, uint8_t{0});
+  uint8_t low[256];
+  for (int e = 0; e < 256; ++e) {
+    int l = L[e];
+    if (l > 3) {
+      hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
+      l -= 4;
+    }
+    low[e] = static_cast<uint8_t>(l);
+  }
+  pack_two_bit(low, y + 32);
 }
 
 void quantize_q3_k(const float* x, uint8_t* y) {
@@ -289,67 +444,39 @@ void quantize_q3_k(const float* x, uint8_t* y) {
   float d_value = 0;
   if (max_scale != 0) {
     const float iscale = -32.f / max_scale;
-    for (int j = 0; j < 16; ++j) {
-      const int l = std::clamp(nearest(iscale * scales[j]), -32, 31) + 32;  // 6 bits
-      if (j < 8)
-        sc[j] = static_cast<uint8_t>(l & 0x0F);
-      else
-        sc[j - 8] |= static_cast<uint8_t>((l & 0x0F) << 4);
-      sc[8 + j % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
-    }
+    for (int j = 0; j < 16; ++j)
+      pack_q3_k_scale(sc, j, std::clamp(nearest(iscale * scales[j]), -32, 31));
     d_value = 1 / iscale;
   }
   store_half(y + 108, d_value);
-  const float d = stored_half(d_value);
-  for (int j = 0; j < 16; ++j) {
-    const int low4 = j < 8 ? (sc[j] & 0x0F) : (sc[j - 8] >> 4);
-    const int high2 = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
-    const float dl = d * static_cast<float>((low4 | (high2 << 4)) - 32);
-    if (dl == 0) continue;
-    for (int l = 0; l < 16; ++l)
-      L[16 * j + l] = static_cast<int8_t>(std::clamp(nearest(x[16 * j + l] / dl), -4, 3) + 4);
-  }
-  // The high bit of code e into bit e / 32 of hmask[e % 32]; the low two bits packed as Q2_K's.
-  uint8_t* hmask = y;
-  std::fill(hmask, hmask + 32, uint8_t{0});
-  uint8_t low[256];
-  for (int e = 0; e < 256; ++e) {
-    int l = L[e];
-    if (l > 3) {
-      hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
-      l -= 4;
-    }
-    low[e] = static_cast<uint8_t>(l);
-  }
-  pack_two_bit(low, y + 32);
+  finish_q3_k(x, L, y);
 }
 
-// Q4_K and Q5_K: 8 sub-blocks of 32 on codes 0..nmax (15 or 31).
-void quantize_q4_5_k(const float* x, uint8_t* y, bool five) {
-  const int nmax = five ? 31 : 15;
-  uint8_t L[256];
-  float scales[8], mins[8], w[32];
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-    const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = fit_affine(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], five ? -0.5f : -1.f, 0.1f,
-                           five ? 15 : 20, false);
-    max_scale = std::max(max_scale, scales[j]);
-    max_min = std::max(max_min, mins[j]);
+// With an importance matrix (ggml's quantize_row_q3_K_impl): weighted symmetric fits of the
+// sub-blocks and of their scales (6 bits, weighted by the sub-blocks' total weight).
+void quantize_q3_k_weighted(const float* x, const float* qw, uint8_t* y) {
+  int8_t L[256], Ls[16];
+  float scales[16], sw[16], w[16];
+  const float sigma2 = super_block_sigma2(x, 2.f);
+  for (int j = 0; j < 16; ++j) {
+    importance_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
+    sw[j] = sum_of(w, 16);
+    scales[j] = fit_symmetric(16, 4, x + 16 * j, L + 16 * j, w);
   }
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  uint8_t* packed = y + 4;
-  std::fill(packed, packed + 12, uint8_t{0});
-  for (int j = 0; j < 8; ++j)
-    pack_k_scale_min(packed, j, std::min(63, nearest(inv_scale * scales[j])),
-                     std::min(63, nearest(inv_min * mins[j])));
-  store_half(y, max_scale / 63.f);
-  store_half(y + 2, max_min / 63.f);
-  const float d = stored_half(max_scale / 63.f), dmin = stored_half(max_min / 63.f);
+  uint8_t* sc = y + 96;
+  std::fill(sc, sc + 12, uint8_t{0});
+  const float d_block = fit_symmetric(16, 32, scales, Ls, sw);
+  for (int j = 0; j < 16; ++j) pack_q3_k_scale(sc, j, Ls[j] - 32);
+  store_half(y + 108, d_block);
+  finish_q3_k(x, L, y);
+}
+
+// Q4_K and Q5_K (8 sub-blocks of 32 on codes 0..nmax, 15 or 31): the codes again on the stored
+// scales and mins, then packed (Q5_K's fifth bits in qh).
+void finish_q4_5_k(const float* x, uint8_t* L, uint8_t* y, bool five) {
+  const int nmax = five ? 31 : 15;
+  const uint8_t* packed = y + 4;
+  const float d = half_value(y), dmin = half_value(y + 2);
   for (int j = 0; j < 8; ++j) {
     int sc, m;
     unpack_k_scale_min(packed, j, sc, m);
@@ -374,12 +501,65 @@ void quantize_q4_5_k(const float* x, uint8_t* y, bool five) {
     }
 }
 
-void quantize_q6_k(const float* x, uint8_t* y) {
+void quantize_q4_5_k(const float* x, uint8_t* y, bool five) {
+  const int nmax = five ? 31 : 15;
+  uint8_t L[256];
+  float scales[8], mins[8], w[32];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = fit_affine(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], five ? -0.5f : -1.f, 0.1f,
+                           five ? 15 : 20, false);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  uint8_t* packed = y + 4;
+  std::fill(packed, packed + 12, uint8_t{0});
+  for (int j = 0; j < 8; ++j)
+    pack_k_scale_min(packed, j, std::min(63, nearest(inv_scale * scales[j])),
+                     std::min(63, nearest(inv_min * mins[j])));
+  store_half(y, max_scale / 63.f);
+  store_half(y + 2, max_min / 63.f);
+  finish_q4_5_k(x, L, y, five);
+}
+
+// With an importance matrix (ggml's quantize_row_q4_K_impl / q5_K_impl): weighted affine fits
+// over finer grids, then the scales and mins to 6 bits by fit_nonnegative.
+void quantize_q4_5_k_weighted(const float* x, const float* qw, uint8_t* y, bool five) {
+  const int nmax = five ? 31 : 15;
+  uint8_t L[256], Ls[8], Lm[8];
+  float scales[8], mins[8], sw[8], w[32];
+  const float sigma2 = super_block_sigma2(x, 2.f);
+  for (int j = 0; j < 8; ++j) {
+    importance_weights(x + 32 * j, qw + 32 * j, 32, sigma2, w);
+    sw[j] = sum_of(w, 32);
+    scales[j] = fit_affine(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36, false);
+  }
+  const float d_block = fit_nonnegative(8, 63, scales, Ls, sw);
+  const float m_block = fit_nonnegative(8, 63, mins, Lm, sw);
+  uint8_t* packed = y + 4;
+  std::fill(packed, packed + 12, uint8_t{0});
+  for (int j = 0; j < 8; ++j)
+    pack_k_scale_min(packed, j, std::min<int>(63, Ls[j]), std::min<int>(63, Lm[j]));
+  store_half(y, d_block);
+  store_half(y + 2, m_block);
+  finish_q4_5_k(x, L, y, five);
+}
+
+// qw: an importance matrix's weights, used as they are (ggml's quantize_row_q6_K_impl), or
+// nullptr: x^2 (the reference quantizer).
+void quantize_q6_k(const float* x, uint8_t* y, const float* qw = nullptr) {
   int8_t L[256];
   float scales[16];
   float max_scale = 0, max_abs = 0;
   for (int j = 0; j < 16; ++j) {
-    scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
+    scales[j] =
+        fit_symmetric(16, 32, x + 16 * j, L + 16 * j, qw != nullptr ? qw + 16 * j : nullptr);
     if (std::fabs(scales[j]) > max_abs) {
       max_abs = std::fabs(scales[j]);
       max_scale = scales[j];
@@ -420,6 +600,18 @@ void unpack_k_scale_min(const uint8_t* packed, int j, int& scale, int& min) {
   }
 }
 
+int unpack_q3_k_scale(const uint8_t* packed, int j) {
+  const int low4 = j < 8 ? (packed[j] & 0x0F) : (packed[j - 8] >> 4);
+  const int high2 = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low4 | (high2 << 4)) - 32;
+}
+
+void pack_q3_k_scale(uint8_t* packed, int j, int scale) {
+  const int stored = scale + 32;
+  packed[j < 8 ? j : j - 8] |= static_cast<uint8_t>((stored & 0x0F) << (j < 8 ? 0 : 4));
+  packed[8 + j % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (j / 4)));
+}
+
 void pack_k_scale_min(uint8_t* packed, int j, int scale, int min) {
   if (j < 4) {
     packed[j] |= static_cast<uint8_t>(scale);
@@ -456,6 +648,55 @@ void quantize_gguf_block(io::GgufType type, const float* x, uint8_t* out) {
       break;
   }
   fail("quantize_gguf_block: {} is not a block type", enum_name(type));
+}
+
+void quantize_gguf_row(io::GgufType type, const float* x, int64_t n, const float* importance,
+                       uint8_t* out) {
+  const auto info = io::gguf_type_info(type);
+  if (info.block_elements <= 1 || n % info.block_elements != 0)
+    fail("quantize_gguf_row: {} values are not a whole number of {} blocks", n, enum_name(type));
+  const int64_t blocks = n / info.block_elements;
+  // Q8_0 has no weighted search in llama.cpp: it ignores an importance matrix too.
+  if (importance == nullptr || type == GgufType::kQ8_0) {
+    for (int64_t k = 0; k < blocks; ++k)
+      quantize_gguf_block(type, x + k * info.block_elements, out + k * info.block_bytes);
+    return;
+  }
+  float row_sigma2 = 0;  // Q4_0 and Q4_1: the whole row's mean square
+  if (type == GgufType::kQ4_0 || type == GgufType::kQ4_1) {
+    for (int64_t j = 0; j < n; ++j) row_sigma2 += x[j] * x[j];
+    row_sigma2 /= static_cast<float>(n);
+  }
+  for (int64_t k = 0; k < blocks; ++k) {
+    const float* xb = x + k * info.block_elements;
+    const float* qw = importance + k * info.block_elements;
+    uint8_t* y = out + k * info.block_bytes;
+    switch (type) {
+      case GgufType::kQ4_0:
+        quantize_q4_0_weighted(xb, qw, row_sigma2, y);
+        break;
+      case GgufType::kQ4_1:
+        quantize_q4_1_weighted(xb, qw, row_sigma2, y);
+        break;
+      case GgufType::kQ2_K:
+        quantize_q2_k_weighted(xb, qw, y);
+        break;
+      case GgufType::kQ3_K:
+        quantize_q3_k_weighted(xb, qw, y);
+        break;
+      case GgufType::kQ4_K:
+        quantize_q4_5_k_weighted(xb, qw, y, false);
+        break;
+      case GgufType::kQ5_K:
+        quantize_q4_5_k_weighted(xb, qw, y, true);
+        break;
+      case GgufType::kQ6_K:
+        quantize_q6_k(xb, y, qw);
+        break;
+      default:
+        fail("quantize_gguf_row: {} is not a block type", enum_name(type));
+    }
+  }
 }
 
 }  // namespace rqat::quant

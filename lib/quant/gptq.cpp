@@ -271,9 +271,12 @@ QuantizedWeight original_order_result(const QuantSpec& spec, const GptqOptions& 
 }  // namespace
 
 QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
-                              const GptqOptions& requested, GptqReport* report_out) {
+                              const GptqOptions& requested, GptqReport* report_out,
+                              const at::Tensor& grid_importance) {
   const auto start = std::chrono::steady_clock::now();
   check_arguments(weight, hessian, spec, requested);
+  if (grid_importance.defined() && !spec.gguf_grid)
+    fail("gptq: an importance matrix needs a GGUF grid");
   // A GGUF grid is static: every sub-block's scale (and min) is llama.cpp's reference choice for
   // the original weights; GPTQ chooses the codes on it, in any order (the groups stay contiguous).
   GptqOptions options = requested;
@@ -302,7 +305,7 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   report.dead_columns = zero_dead_columns(w_tensor, h);
   QuantizedWeight grid;
   if (spec.gguf_grid) {
-    grid = gguf_grid_quantize(*spec.gguf_grid, w_tensor);
+    grid = gguf_grid_quantize(*spec.gguf_grid, w_tensor, grid_importance);
     scales = grid.scales;
     zeros = grid.zeros;
   } else if (options.static_groups && !lazy_per_channel) {

@@ -92,7 +92,10 @@ struct GptqReport {
 // reused as scratch instead of copied. The returned codes, scales, zeros and g_idx satisfy
 // dequantize() == Q bit for bit. Throws rqat::Error for invalid arguments,
 // non-finite inputs, or a Hessian that stays indefinite after max_damp_retries increases.
+// grid_importance: on a GGUF grid, the scales are those of llama.cpp's importance-matrix
+// quantization with these weights (in) instead of its reference quantization.
 QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
-                              const GptqOptions& options, GptqReport* report = nullptr);
+                              const GptqOptions& options, GptqReport* report = nullptr,
+                              const at::Tensor& grid_importance = {});
 
 }  // namespace rqat::quant

@@ -97,8 +97,9 @@ class Quantizer {
   Quantizer(const PtqOptions& options, std::ostream& log, PtqResult& result)
       : options_(options), log_(log), result_(result) {}
 
-  // Quantizes one layer from its weight and (optional) Hessian and writes the result back.
-  void quantize_layer(const model::LinearSlot& slot, const at::Tensor& hessian) {
+  // Quantizes one layer from its weight and (optional) Hessian of `tokens` calibration tokens and
+  // writes the result back.
+  void quantize_layer(const model::LinearSlot& slot, const at::Tensor& hessian, int64_t tokens) {
     auto& layer = dense_layer(slot);
     const auto start = Clock::now();
     const auto w = layer.effective_weight().detach().to(at::kFloat);
@@ -106,15 +107,21 @@ class Quantizer {
     report.name = slot.name;
     report.out_features = w.size(0);
     report.in_features = w.size(1);
+    at::Tensor importance;  // --imatrix: llama.cpp's weights, exactly as the file will hold them
+    if (options_.importance.imatrix) {
+      auto& record = result_.importance[slot.name];
+      record = importance_from_hessian(hessian, tokens);
+      importance = record.weights();
+    }
     QuantizedWeight q;
     if (options_.method == PtqMethod::kGptq) {
       GptqReport gptq;
-      q = gptq_quantize(w, hessian.clone(), options_.spec, options_.gptq, &gptq);
+      q = gptq_quantize(w, hessian.clone(), options_.spec, options_.gptq, &gptq, importance);
       report.damp_used = gptq.damp_used;
       report.damp_increases = gptq.damp_increases;
       report.dead_columns = gptq.dead_columns;
     } else {
-      q = rtn_quantize(w, options_.spec);
+      q = rtn_quantize(w, options_.spec, importance);
     }
     const auto dequantized = finalize(q).to(w.device());
     if (hessian.defined()) {
@@ -160,10 +167,16 @@ void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOption
   options.spec.validate("--");
   if (options.batch_size < 1) fail("--batch-size must be >= 1, got {}", options.batch_size);
   if (options.spec.gguf_grid) check_gguf_grid_fits(model, options.spec, options.method);
-  const bool needs_data = options.method != PtqMethod::kRtn && options.method != PtqMethod::kNf4;
+  if (options.importance.imatrix && !options.spec.gguf_grid)
+    fail("--imatrix weights llama.cpp's quantization of a GGUF grid: add --grid gguf-TYPE");
+  const bool needs_data =
+      (options.method != PtqMethod::kRtn && options.method != PtqMethod::kNf4) ||
+      options.importance.imatrix;
   if (!ids.defined()) {
     if (needs_data)
-      fail("--method {} needs calibration data (--calib FILE)", enum_name(options.method));
+      fail("{} needs calibration data (--calib FILE)",
+           options.importance.imatrix ? std::string("--imatrix")
+                                      : "--method " + std::string(enum_name(options.method)));
     return;
   }
   if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 1)
@@ -213,7 +226,7 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
   }
   if (!calibration_ids.defined()) {  // RTN from the weights alone
     for (const auto& slot : slots)
-      if (options.spec.quantizes(slot.name)) quantizer.quantize_layer(slot, {});
+      if (options.spec.quantizes(slot.name)) quantizer.quantize_layer(slot, {}, 0);
     result.seconds = seconds_since(start);
     return result;
   }
@@ -305,7 +318,7 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
       for (const auto& name : names) {
         const auto& h = hessians.at(name).hessian();
         captured_bytes = std::max(captured_bytes, h.numel() * 4);
-        quantizer.quantize_layer(local.at(name), h);
+        quantizer.quantize_layer(local.at(name), h, hessians.at(name).samples());
       }
     }
     // The next block's inputs come from this block with its quantized weights.
@@ -319,7 +332,7 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
     if (slot.name != "lm_head" || !options.spec.quantizes(slot.name)) continue;
     HessianAccumulator acc(slot.layer->get()->in_features(), device);
     for (const auto& h : data.hidden) acc.add(model.model->norm->forward(h));
-    quantizer.quantize_layer(slot, acc.hessian());
+    quantizer.quantize_layer(slot, acc.hessian(), acc.samples());
   }
   result.seconds = seconds_since(start);
   return result;

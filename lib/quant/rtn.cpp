@@ -11,14 +11,17 @@
 
 namespace rqat::quant {
 
-QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec) {
+QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec,
+                             const at::Tensor& grid_importance) {
   spec.validate("quant");
   if (weight.dim() != 2 || !c10::isFloatingType(weight.scalar_type()))
     fail("rtn: the weight must be a 2-D float tensor (out, in), got {} dims of {}", weight.dim(),
          c10::toString(weight.scalar_type()));
   at::NoGradGuard no_grad;
-  // On a GGUF grid, RTN is llama.cpp's reference quantization of the type.
-  if (spec.gguf_grid) return gguf_grid_quantize(*spec.gguf_grid, weight);
+  // On a GGUF grid, RTN is llama.cpp's reference quantization of the type (or its
+  // importance-matrix quantization).
+  if (spec.gguf_grid) return gguf_grid_quantize(*spec.gguf_grid, weight, grid_importance);
+  if (grid_importance.defined()) fail("rtn: an importance matrix needs a GGUF grid");
   auto w = weight.to(at::kFloat).contiguous();
   const int64_t rows = w.size(0), cols = w.size(1);
   const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);

@@ -14,6 +14,9 @@ namespace rqat::quant {
 // weight: (out, in), any float dtype, any device (computed in float32; results on weight's
 // device). g_idx[c] = c / group_size; the last group is smaller when group_size does not divide
 // in. Throws rqat::Error for an invalid spec or non-finite weights.
-QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec);
+// grid_importance: on a GGUF grid, an importance matrix's weights (in), making the result
+// llama.cpp's importance-matrix quantization (quant/gguf_importance.h).
+QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec,
+                             const at::Tensor& grid_importance = {});
 
 }  // namespace rqat::quant

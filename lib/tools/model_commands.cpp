@@ -12,6 +12,7 @@
 #include "model/init.h"
 #include "quant/gguf_export.h"
 #include "quant/gguf_grid.h"
+#include "quant/gguf_importance.h"
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
 #include "tokenizer/tokenizer.h"
@@ -57,12 +58,17 @@ void convert_model_dir(const std::filesystem::path& in_dir, const std::filesyste
 
 void convert_model_to_gguf(const std::filesystem::path& in_dir,
                            const std::filesystem::path& out_file, io::GgufType type,
-                           std::optional<io::GgufType> embedding_type, std::ostream& out) {
+                           std::optional<io::GgufType> embedding_type, std::ostream& out,
+                           const std::filesystem::path& imatrix) {
+  // The importance matrix first: a file that is not one fails before the model loads.
+  std::map<std::string, quant::LayerImportance> importance;
+  if (!imatrix.empty()) importance = quant::read_gguf_imatrix(imatrix);
   auto model = quant::load_model(in_dir, {at::kFloat, c10::kCPU, /*dequantize=*/true});
   quant::GgufExportOptions options;
   options.type = type;
   options.embedding_type = embedding_type;
   options.name = in_dir.filename().string();
+  if (!imatrix.empty()) options.importance = &importance;
   std::optional<quant::QuantState> state;
   if (std::filesystem::exists(in_dir / quant::kQuantStateFile)) {
     state = quant::load_quant_state(in_dir);
@@ -80,6 +86,9 @@ void convert_model_to_gguf(const std::filesystem::path& in_dir,
                         summary.grid_layers, quant::gguf_grid_name(type));
   for (const auto& [matrix_type, count] : summary.requantized)
     text += fmt::format("; {} quantized to {} by llama.cpp's reference quantizer", count,
+                        enum_name(matrix_type));
+  for (const auto& [matrix_type, count] : summary.weighted)
+    text += fmt::format("; {} quantized to {} with the importance matrix", count,
                         enum_name(matrix_type));
   out << text << "\n";
 }

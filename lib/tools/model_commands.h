@@ -36,10 +36,13 @@ void convert_model_dir(const std::filesystem::path& in_dir, const std::filesyste
 // reference quantizer does (quant/gguf_export.h); a type the shapes cannot hold fails first. The
 // layers of an artifact trained or quantized on the grid of `type` (--grid gguf-<type>) are
 // written from their own codes, checked to lose nothing. embedding_type: the token embeddings' and
-// output layer's type when not `type`. Says what it did on `out`.
+// output layer's type when not `type`. imatrix: llama.cpp's imatrix GGUF (llama-imatrix's or
+// ptq --imatrix's); the matrices it names are quantized with it, as llama-quantize --imatrix.
+// Says what it did on `out`.
 void convert_model_to_gguf(const std::filesystem::path& in_dir,
                            const std::filesystem::path& out_file, io::GgufType type,
-                           std::optional<io::GgufType> embedding_type, std::ostream& out);
+                           std::optional<io::GgufType> embedding_type, std::ostream& out,
+                           const std::filesystem::path& imatrix = {});
 
 // Reads input_ids and attention_mask (int64 (B, T)) from a safetensors file, writes float32 logits
 // (B, T, vocab) to another.

@@ -163,6 +163,7 @@ void write_ptq_manifest(const PtqCommandOptions& options, const PtqOptions& ptq,
     manifest.config["awq"]["clip_max_shrink"] = ptq.awq.clip_max_shrink;
     manifest.config["awq"]["clip_tokens"] = ptq.awq.clip_tokens;
   }
+  manifest.config["importance"] = io::options_json(ptq.importance);
   manifest.config["batch_size"] = ptq.batch_size;
   manifest.config["export"] = options.export_format;
   manifest.config["calibration"] = calibration ? calibration->record : io::Json(nullptr);
@@ -202,6 +203,10 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   const bool needs_data = ptq.method != PtqMethod::kRtn && ptq.method != PtqMethod::kNf4;
   if (needs_data && !options.calibration)
     fail("--method {} needs calibration data (--calib FILE)", enum_name(ptq.method));
+  if (ptq.importance.imatrix && !ptq.spec.gguf_grid)
+    fail("--imatrix weights llama.cpp's quantization of a GGUF grid: add --grid gguf-TYPE");
+  if (ptq.importance.imatrix && !options.calibration)
+    fail("--imatrix needs calibration data (--calib FILE)");
   const ExportChoice exports = export_choice(options, ptq.method, ptq.spec);
   // A v1 export is decided now: its zero points are kept >= 1 while quantizing.
   if (exports.gptq == GptqFormat::kV1 && !ptq.spec.symmetric && !ptq.spec.v1_zeros) {
@@ -234,6 +239,15 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
     save_quant_state(options.out_dir, {ptq.spec, result.ptq.layers});
   write_layer_metrics(options.out_dir / "metrics.h5", result.ptq,
                       std::string(enum_name(ptq.method)));
+  if (ptq.importance.imatrix) {
+    // llama.cpp's own format, for llama-quantize --imatrix (the weights rqat quantized with).
+    const auto file = options.out_dir / "imatrix.gguf";
+    write_gguf_imatrix(file, result.ptq.importance,
+                       {.dataset = options.calibration->data.path.string(),
+                        .chunk_count = calibration->input_ids.size(0),
+                        .chunk_size = calibration->seq_len});
+    out << fmt::format("imatrix of {} layers: {}\n", result.ptq.importance.size(), file.string());
+  }
 
   double error_sum = 0;
   int64_t error_count = 0;
@@ -246,7 +260,10 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   if (exports.gguf) {
     // From the artifact just written: the model directory's tokenizer and config, its layers.
     const auto file = options.out_dir / fmt::format("model-{}.gguf", enum_name(*exports.gguf));
-    convert_model_to_gguf(options.out_dir, file, *exports.gguf, options.gguf_embedding_type, out);
+    // With --imatrix, matrices requantized to another type than the grid's use it too.
+    convert_model_to_gguf(
+        options.out_dir, file, *exports.gguf, options.gguf_embedding_type, out,
+        ptq.importance.imatrix ? options.out_dir / "imatrix.gguf" : std::filesystem::path());
     out << fmt::format("exported {}\n", file.string());
   }
   result.peak_rss_mb = peak_rss_mb();

@@ -12,6 +12,7 @@
 #include "io/options.h"
 #include "model/model_dir.h"
 #include "ops/kernel_choice.h"
+#include "quant/gguf_blocks.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
@@ -83,16 +84,19 @@ io::Json data_json(const TextDataOptions& data, const SequenceSet& set) {
   return j;
 }
 
-void check_files(const QatCommandOptions& options) {
+// --export gguf writes OUT/model-<type>.gguf of a model on a GGUF grid (quant/gguf_grid.h).
+bool exports_gguf(const QatCommandOptions& options) { return options.export_format == "gguf"; }
+
+// The flags that contradict each other, and the files, before anything loads.
+void check_flags_and_files(const QatCommandOptions& options) {
   if (options.out_dir.empty()) fail("--out is required");
+  if (options.gguf_embedding_type && !exports_gguf(options))
+    fail("--gguf-embedding-type goes with --export gguf");
   if (!fs::is_regular_file(options.data.path))
     fail("--data {}: file not found", options.data.path.string());
   if (options.eval_data && !fs::is_regular_file(options.eval_data->path))
     fail("--eval-data {}: file not found", options.eval_data->path.string());
 }
-
-// --export gguf writes OUT/model-<type>.gguf of a model on a GGUF grid (quant/gguf_grid.h).
-bool exports_gguf(const QatCommandOptions& options) { return options.export_format == "gguf"; }
 
 std::optional<quant::GptqFormat> export_format(const QatCommandOptions& options) {
   if (options.export_format.empty() || exports_gguf(options)) return std::nullopt;
@@ -107,6 +111,14 @@ void check_plan(const QatCommandOptions& options, const model::ModelConfig& conf
       fail("--export {} needs quantized weights (not --bits 16)", options.export_format);
     if (!exports_gguf(options)) parse_enum<quant::GptqFormat>(options.export_format, "--export");
   }
+  // The layers are on their grid already; the embeddings' rows (hidden_size values) must hold the
+  // type asked for them, checked before training rather than at the export after it.
+  if (options.gguf_embedding_type && !quant::gguf_row_fits(*options.gguf_embedding_type,
+                                                           config.hidden_size))
+    fail("--gguf-embedding-type {}: the embeddings' rows of {} values are not a whole number of "
+         "{}-value blocks",
+         enum_name(*options.gguf_embedding_type), config.hidden_size,
+         io::gguf_type_info(*options.gguf_embedding_type).block_elements);
   if (options.sequences.max_length > config.max_position_embeddings)
     fail("--max-length {} exceeds the model's max_position_embeddings {} ({})",
          options.sequences.max_length, config.max_position_embeddings,
@@ -221,7 +233,8 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
   if (exports_gguf(options)) {
     const auto file =
         options.out_dir / fmt::format("model-{}.gguf", enum_name(*state.spec.gguf_grid));
-    convert_model_to_gguf(options.out_dir, file, *state.spec.gguf_grid, std::nullopt, out);
+    convert_model_to_gguf(options.out_dir, file, *state.spec.gguf_grid, options.gguf_embedding_type,
+                          out);
     out << fmt::format("exported {}\n", file.string());
   } else if (!options.export_format.empty()) {
     export_gptq(options, student, state, out);
@@ -257,7 +270,7 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
 
 QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream& out) {
   const char* tool = tool_name(options.objective);
-  check_files(options);
+  check_flags_and_files(options);
   const auto config = model::ModelConfig::load(options.model_dir / "config.json");
   const QuantPlan plan =
       plan_quantization(options.model_dir, options.bits, options.spec, options.init);

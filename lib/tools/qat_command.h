@@ -26,6 +26,7 @@
 #include "data/text_dataset.h"
 #include "data/training_batches.h"
 #include "io/enum_names.h"
+#include "io/gguf_file.h"
 #include "model/decoder.h"
 #include "quant/fake_quant_linear.h"
 #include "quant/quant_spec.h"
@@ -70,7 +71,8 @@ struct QatCommandOptions {
   train::DistillOptions distill;
   train::TrainerOptions trainer;
   bool activation_checkpointing = false;
-  std::string export_format;  // "", "gptq", "gptq_v2"
+  std::string export_format;  // "", "gptq", "gptq_v2", "gguf"
+  std::optional<io::GgufType> gguf_embedding_type;  // --export gguf: embeddings' and output layer's
   train::CommBackend backend = train::CommBackend::kAuto;
   at::ScalarType dtype = at::kFloat;  // bf16 means: f32 master weights, bf16 autocast (CUDA)
   c10::Device device = c10::kCPU;

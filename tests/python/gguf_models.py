@@ -83,6 +83,13 @@ def make_model(path, config, seed):
     return path
 
 
+def qwen3_model_and_task(root, seed):
+    """A random qwen3 model of make_model under root/model and a small tiny-task split (calibration) under root/task."""
+    model = make_model(root / "model", FAMILIES["qwen3"], seed)
+    run(RQAT_BIN, "tiny-task", "--out", root / "task", "--seed", "0", "--train", "48", "--test", "4", "--levels", "3")
+    return root, model
+
+
 def export(model, gguf_type, out):
     run(RQAT_BIN, "convert", "--model", model, "--to", "gguf", "--gguf-type", gguf_type, "--out", out)
     return out

@@ -12,6 +12,8 @@ On a tiny qwen3 model of hidden size 256 (made here, random weights):
   - a GGUF file of one block type imported by rqat (`rqat convert --model x.gguf`) comes with its codes as a quant
     state on the file's grid, so QAT continues on it, and exporting the import again gives the file's very bytes
     (the layers; llama, whose q/k rows are reordered both ways, and qwen3);
+  - with --scale-mode lsq, qat-kd learns the scales the block format stores as fp16 (q4_k's super-block scales,
+    q4_1's block scales and mins): they move, and the export is still exact;
   - a grid that the model's rows cannot hold, and a method that cannot use a grid, are refused in one line before
     any work.
 Needs RQAT_BIN (ptq and qat-kd beside it) and the gguf package; the llama.cpp part skips without llama-cpp-python.
@@ -30,7 +32,7 @@ gguf = pytest.importorskip("gguf", reason="the gguf package (pip) reads the file
 import safetensors.numpy as st  # noqa: E402
 
 from gguf_models import (BASE, FAMILIES, PROMPT, TEACHER, hf_name, llama_cpp, llama_cpp_logits,  # noqa: E402
-                         make_model, rqat_logits, run)
+                         make_model, qwen3_model_and_task, rqat_logits, run)
 
 APPS = pathlib.Path(RQAT_BIN).parent
 PTQ, QAT_KD = APPS / "ptq", APPS / "qat-kd"
@@ -84,10 +86,7 @@ def assert_same_blocks(first_file, second_file, label, layers_only=False):
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grid")
-    model = make_model(root / "model", FAMILIES["qwen3"], 21)
-    run(RQAT_BIN, "tiny-task", "--out", root / "task", "--seed", "0", "--train", "48", "--test", "4", "--levels", "3")
-    return root, model
+    return qwen3_model_and_task(tmp_path_factory.mktemp("grid"), 21)
 
 
 def test_rtn_on_every_grid_exports_exactly_and_as_llama_cpp_quantizes(work):
@@ -135,7 +134,8 @@ def trained(work):
     qat = root / "qat-q3_k"
     run(QAT_KD, "--model", ptq, "--teacher", model, "--out", qat, "--data", root / "task" / "train.jsonl",
         "--chat", "--prompt-field", "problem", "--response-field", "solution", "--max-length", "64", "--steps", "6",
-        "--batch-size", "4", "--lr", "2e-3", "--log-every", "100", "--export", "gguf", "--device", "cpu")
+        "--batch-size", "4", "--lr", "2e-3", "--log-every", "100", "--export", "gguf", "--gguf-embedding-type",
+        "f32", "--device", "cpu")
     return ptq, qat
 
 
@@ -151,7 +151,9 @@ def test_qat_on_a_grid_trains_codes_that_export_exactly(work, trained):
     result = run(RQAT_BIN, "convert", "--model", qat, "--to", "gguf", "--gguf-type", "q3_k", "--out", file)
     assert "14 matrices written from their codes on the gguf-q3_k grid" in result.stdout, result.stdout
     assert_exact(file, qat, "q3_k")
-    assert_exact(qat / "model-q3_k.gguf", qat, "q3_k")  # qat-kd --export gguf: the same file
+    assert_exact(qat / "model-q3_k.gguf", qat, "q3_k")  # qat-kd --export gguf: the same layers ...
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(qat / "model-q3_k.gguf")).tensors}
+    assert types["token_embd.weight"] == "F32"  # ... and the embeddings as --gguf-embedding-type asked
     before, after = st.load_file(ptq / "model.safetensors"), st.load_file(qat / "model.safetensors")
     moved = sum(int((before[n] != after[n]).sum()) for n in before if ".layers." in n and n.endswith("proj.weight"))
     assert moved > 0, "training changed no code"
@@ -161,15 +163,44 @@ def test_qat_on_a_grid_trains_codes_that_export_exactly(work, trained):
     assert "made on the gguf-q3_k grid" in other.stdout and "written from their codes" not in other.stdout
 
 
+def block_scales(gguf_file, gguf_type):
+    """{tensor name: the fp16 scale d of every block} of the decoder layers (the first two bytes of a q4_0/q4_1
+    block, of a q4_k/q5_k super-block)."""
+    block_bytes = {"q4_0": 18, "q4_1": 20, "q4_k": 144, "q5_k": 176}[gguf_type]
+    return {t.name: np.frombuffer(bytes(t.data), dtype=np.uint8).reshape(-1, block_bytes)[:, :2].copy().view(
+        np.float16).ravel() for t in gguf.GGUFReader(str(gguf_file)).tensors
+        if t.name.startswith("blk.") and t.tensor_type.name.lower() == gguf_type}
+
+
+@pytest.mark.parametrize("gguf_type", ["q4_k", "q4_1"])
+def test_lsq_on_a_grid_learns_the_blocks_scales_and_exports_exactly(work, gguf_type):
+    """qat-kd --scale-mode lsq on a grid trains what the block format stores as fp16 (q4_k: the super-block scales;
+    q4_1: each block's scale and min): the exported file's scales moved from llama.cpp's, and the file is still the
+    trained artifact exactly."""
+    root, model = work
+    ptq = root / f"lsq-rtn-{gguf_type}"
+    run(PTQ, "--model", model, "--out", ptq, "--method", "rtn", "--grid", f"gguf-{gguf_type}", "--export", "gguf",
+        "--device", "cpu")
+    qat = root / f"lsq-qat-{gguf_type}"
+    run(QAT_KD, "--model", ptq, "--teacher", model, "--out", qat, "--data", root / "task" / "train.jsonl",
+        "--chat", "--prompt-field", "problem", "--response-field", "solution", "--max-length", "64", "--steps", "6",
+        "--batch-size", "4", "--lr", "2e-3", "--log-every", "100", "--scale-mode", "lsq", "--export", "gguf",
+        "--device", "cpu")
+    file = qat / f"model-{gguf_type}.gguf"
+    assert_exact(file, qat, gguf_type)
+    before, after = block_scales(ptq / f"model-{gguf_type}.gguf", gguf_type), block_scales(file, gguf_type)
+    moved = sum(int((before[n] != after[n]).sum()) for n in before)
+    total = sum(v.size for v in before.values())
+    assert moved > total // 2, f"{moved} of {total} block scales moved"
+
+
 @needs_llama_cpp
 def test_llama_cpp_runs_the_trained_grid_model_as_rqat_does(work, trained):
     """With the embeddings (tied output layer) kept in f32, the GGUF file is the trained artifact exactly: llama.cpp's
     logits equal rqat's forward of the artifact itself within llama.cpp's own rounding."""
     root, _ = work
     _, qat = trained
-    file = root / "qat-q3_k-f32-embeddings.gguf"
-    run(RQAT_BIN, "convert", "--model", qat, "--to", "gguf", "--gguf-type", "q3_k", "--gguf-embedding-type", "f32",
-        "--out", file)
+    file = qat / "model-q3_k.gguf"  # qat-kd --export gguf --gguf-embedding-type f32
     types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(file)).tensors}
     assert types["token_embd.weight"] == "F32" and types["blk.0.ffn_up.weight"] == "Q3_K"
     theirs = llama_cpp_logits(file, PROMPT)
@@ -181,6 +212,10 @@ def test_llama_cpp_runs_the_trained_grid_model_as_rqat_does(work, trained):
 
 def test_grids_refuse_what_they_cannot_hold_before_work(work, tmp_path):
     root, model = work
+    result = run(QAT_KD, "--model", model, "--teacher", model, "--out", tmp_path / "qat", "--data",
+                 root / "task" / "train.jsonl", "--steps", "1", "--gguf-embedding-type", "f32", "--device", "cpu",
+                 expect=1)
+    assert "--gguf-embedding-type goes with --export gguf" in result.stderr, result.stderr
     out = tmp_path / "teacher-q4_k"
     result = run(PTQ, "--model", TEACHER, "--out", out, "--method", "rtn", "--grid", "gguf-q4_k", "--device", "cpu",
                  expect=1)
