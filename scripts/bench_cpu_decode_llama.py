@@ -10,9 +10,10 @@ import argparse
 import sys
 import time
 
-try:
-    import llama_cpp
-except ImportError:
+from llama_cpp_peer import import_llama_cpp
+
+llama_cpp = import_llama_cpp()
+if llama_cpp is None:
     sys.exit("bench_cpu_decode_llama: llama-cpp-python is not installed (scripts/setup installs it from "
              "scripts/requirements-peers.txt)")
 

@@ -36,9 +36,9 @@ def main():
     parser.add_argument("--calib-samples", type=int, default=128)
     parser.add_argument("--keep", default="")
     args = parser.parse_args()
-    try:
-        import llama_cpp
-    except ImportError:
+    from llama_cpp_peer import import_llama_cpp
+    llama_cpp = import_llama_cpp()
+    if llama_cpp is None:
         sys.exit("bench_gguf_kl: error: llama-cpp-python is not installed (scripts/setup builds it)")
     bin_dir, model = pathlib.Path(args.bin_dir), pathlib.Path(args.model)
     if not (model / "config.json").exists():

@@ -262,8 +262,29 @@ train::StepOutcome GrpoStep::outcome(const std::vector<Sample>& samples, const S
       mean_reward, m["accuracy"].get<double>(), m["response_length"].get<double>(),
       m["entropy"].get<double>(), m["kl"].get<double>(), m["clip_fraction"].get<double>(),
       m["degenerate_groups"].get<int64_t>(), rollout_seconds, train_seconds);
+  out.text = samples_markdown(samples);
   mean_rewards_.push_back(mean_reward);
   return out;
+}
+
+std::string GrpoStep::samples_markdown(const std::vector<Sample>& samples) const {
+  // The first group's first samples and the first sample of the next groups: what the policy
+  // writes for one prompt, and for a few others.
+  constexpr size_t kShown = 4;
+  std::vector<size_t> shown;
+  const size_t group = static_cast<size_t>(std::max<int64_t>(1, options_.rollout.group_size));
+  for (size_t i = 0; i < samples.size() && shown.size() < kShown / 2 && i < group; ++i)
+    shown.push_back(i);
+  for (size_t i = group; i < samples.size() && shown.size() < kShown; i += group) shown.push_back(i);
+  std::string text;
+  for (const size_t i : shown) {
+    const Sample& s = samples[i];
+    const RlPrompt& p = prompts_[s.prompt];
+    text += fmt::format(
+        "**prompt {}** (gold `{}`): reward {:.3f}, accuracy {:.0f}{}\n\n```\n{}\n```\n\n", p.id,
+        p.gold, s.reward, s.accuracy, s.truncated ? ", truncated" : "", s.text);
+  }
+  return text;
 }
 
 train::StepOutcome GrpoStep::operator()(train::TrainStep& step) {

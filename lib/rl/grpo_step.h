@@ -71,6 +71,8 @@ class GrpoStep {
   train::StepOutcome outcome(const std::vector<Sample>& samples, const Scored& scored,
                              const UpdateTotals& totals, double rollout_seconds,
                              double train_seconds);
+  // A few of the step's completions with their prompts, gold answers and rewards, in markdown.
+  std::string samples_markdown(const std::vector<Sample>& samples) const;
 
   model::CausalLM& policy_;
   model::CausalLM* reference_;

@@ -54,8 +54,29 @@ void StepMetricsLog::resume_at(int64_t step) {
   });
 }
 
+void StepMetricsLog::write_tensorboard(const std::filesystem::path& dir) {
+  if (!writer_) return;
+  // Flushed after each row and text (below), not on a timer: a row every logged step is a few
+  // hundred bytes, and TensorBoard then shows every step as soon as it is logged.
+  tensorboard_ = std::make_unique<io::TensorBoardWriter>(
+      dir, io::TensorBoardWriterOptions{.flush_seconds = std::numeric_limits<double>::infinity()});
+}
+
+void StepMetricsLog::add_text(const std::string& tag, const std::string& markdown, int64_t step) {
+  if (!tensorboard_) return;
+  tensorboard_->add_text(tag, markdown, step);
+  tensorboard_->flush();
+}
+
 void StepMetricsLog::append(const std::string& series, io::Json row) {
   if (!row.contains("step")) fail("metrics row without a step");
+  if (tensorboard_) {
+    const int64_t step = row["step"].get<int64_t>();
+    for (const auto& [key, value] : row.items())
+      if (key != "step" && value.is_number())
+        tensorboard_->add_scalar(series + "/" + key, value.get<double>(), step);
+    tensorboard_->flush();
+  }
   if (writer_) {
     std::filesystem::create_directories(dir_);
     std::ofstream out(jsonl_path(), std::ios::app);

@@ -1,6 +1,8 @@
 // Metrics over training steps: metrics.jsonl (one object per line, appended and flushed as the run
-// goes, for `tail -f` and live plots) and metrics.h5 (the same numbers as HDF5 columns, rewritten
-// at each checkpoint and at the end; `rqat report` and scripts/plot.py read it).
+// goes, for `tail -f` and live plots), metrics.h5 (the same numbers as HDF5 columns, rewritten
+// at each checkpoint and at the end; `rqat report` and scripts/plot.py read it) and, when asked,
+// TensorBoard event files (every number of every row as the scalar "<series>/<key>" at the row's
+// step, and text summaries; written as rows come, for `tensorboard --logdir` while the run goes).
 //
 // Rows belong to a series ("train" every logged step, "eval" at evaluation steps); each series is
 // an HDF5 group whose columns are the union of its rows' numeric keys (NaN where a row lacks one),
@@ -10,10 +12,12 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "io/json_file.h"
+#include "io/tensorboard_events.h"
 
 namespace rqat::train {
 
@@ -28,7 +32,14 @@ class StepMetricsLog {
   // ... or continues one: keeps the rows of metrics.jsonl with step <= `step` and rewrites it.
   void resume_at(int64_t step);
 
-  // Appends a row (its "step" must be set) to `series`.
+  // From now on also writes TensorBoard events into `dir`: a new event file per process start
+  // (a resumed run's file continues at its checkpoint's step), on the writer only.
+  void write_tensorboard(const std::filesystem::path& dir);
+  bool writes_tensorboard() const { return tensorboard_ != nullptr; }
+  // A markdown text at `step` (TensorBoard's text tab); nothing without write_tensorboard.
+  void add_text(const std::string& tag, const std::string& markdown, int64_t step);
+
+  // Appends a row (its "step" must be set) to `series`; its numbers reach TensorBoard at once.
   void append(const std::string& series, io::Json row);
   void write_hdf5(const std::map<std::string, std::string>& attributes) const;
 
@@ -40,6 +51,7 @@ class StepMetricsLog {
   std::filesystem::path dir_;
   bool writer_;
   std::vector<std::pair<std::string, io::Json>> rows_;  // (series, row) in order
+  std::unique_ptr<io::TensorBoardWriter> tensorboard_;
 };
 
 }  // namespace rqat::train

@@ -222,6 +222,7 @@ void Trainer::report_step(int64_t done, const StepOutcome& outcome, const Optimi
   row["tokens_per_second"] = tokens_per_second;
   row["step_seconds"] = step_seconds;
   metrics_.append("train", row);
+  if (progress_line && !outcome.text.empty()) metrics_.add_text("samples", outcome.text, done);
   if (progress_line && options_.show_progress && comm_.is_main())
     log << fmt::format(
                "step {}/{} | loss {:.4f}{} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | ETA {}\n",
@@ -243,6 +244,12 @@ TrainerResult Trainer::run(const StepFn& step_fn, const EvaluateFn& evaluate, st
     sampler.restore(data::DataPosition::from_json(
         saved->at("data_position"), (result.last_checkpoint / "trainer_state.json").string()));
     counters = saved->value("counters", counters);
+  }
+  if (!options_.no_tensorboard && comm_.is_main()) {
+    metrics_.write_tensorboard(options_.out_dir / "tb");
+    // The settings a resumed run must share with its checkpoint: what makes this run this run.
+    metrics_.add_text("settings", "```\n" + options_.fingerprint.dump(2) + "\n```",
+                      result.start_step);
   }
   // What a checkpoint holds besides the module and optimizer.
   const auto run_state = [&] {

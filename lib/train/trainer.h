@@ -54,6 +54,9 @@ struct TrainerOptions {
   int64_t checkpoint_every = 0;  // 0: only on a signal and at the end
   int keep_checkpoints = 2;
   bool resume = false;  // continue from out_dir's latest checkpoint when there is one
+  // TensorBoard event files in out_dir/tb (the metrics rows, the settings, GRPO's samples), unless
+  // switched off.
+  bool no_tensorboard = false;
   // How ranks split the state (train/shard_mode.h). A run control: a checkpoint resumes under
   // any mode and world size.
   ShardMode shard = ShardMode::kNone;
@@ -90,6 +93,8 @@ struct TrainerOptions {
     v.value(self.adamw.eps, "adam-eps", "AdamW epsilon");
     v.value(self.max_grad_norm, "max-grad-norm", "Gradient clipping (<= 0: none)");
     v.value(self.log_every, "log-every", "Progress line every N steps", Role::kRunControl);
+    v.value(self.no_tensorboard, "no-tensorboard",
+            "Write no TensorBoard event files (default: OUT/tb, live)", Role::kRunControl);
     v.value(self.eval_every, "eval-every", "Evaluate every N steps (0: at start and end)",
             Role::kRunControl);
     v.value(self.checkpoint_every, "checkpoint-every",
@@ -191,6 +196,9 @@ struct StepOutcome {
   int64_t tokens = 0;                     // tokens processed (for tokens/s)
   io::Json metrics = io::Json::object();  // further columns of the "train" row
   std::string progress;                   // further " | name value" fields of the progress line
+  // A markdown summary of the step (GRPO: a few sampled completions with their rewards), written
+  // to TensorBoard's text tab at the steps that print a progress line.
+  std::string text;
 };
 using StepFn = std::function<StepOutcome(TrainStep& step)>;
 

@@ -6,14 +6,15 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import numpy as np
 import safetensors.numpy as st
 
-try:
-    import llama_cpp
-except ImportError:  # pragma: no cover - the test setup installs it
-    llama_cpp = None
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
+from llama_cpp_peer import import_llama_cpp  # noqa: E402
+
+llama_cpp = import_llama_cpp()  # None when llama-cpp-python is absent (the test setup installs it)
 
 RQAT_BIN = os.environ.get("RQAT_BIN", "")
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -34,14 +34,10 @@ if not RQAT_BIN or not os.access(RQAT_BIN, os.X_OK):
 gguf = pytest.importorskip("gguf", reason="the gguf package (pip) reads the files")
 import safetensors.numpy as st  # noqa: E402
 
-try:
-    import llama_cpp
-except ImportError:  # pragma: no cover - the test setup installs it
-    llama_cpp = None
-needs_llama_cpp = pytest.mark.skipif(llama_cpp is None, reason="llama-cpp-python is not installed")
-
-from gguf_models import (FAMILIES, PROMPT, ROOT, TEACHER, export, hf_name, llama_cpp_logits,  # noqa: E402
+from gguf_models import (FAMILIES, PROMPT, ROOT, TEACHER, export, hf_name, llama_cpp, llama_cpp_logits,  # noqa: E402
                          make_model, rotate_half_rows, rqat_logits, run)
+
+needs_llama_cpp = pytest.mark.skipif(llama_cpp is None, reason="llama-cpp-python is not installed")
 
 SHARED = pathlib.Path(os.environ.get("RQAT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
