@@ -9,7 +9,7 @@ namespace rqat::train {
 namespace {
 
 std::atomic<int> g_signal{0};
-struct sigaction g_previous_term, g_previous_int;
+struct sigaction g_previous_term, g_previous_int, g_previous_usr1;
 
 void on_signal(int number) {
   if (g_signal.exchange(number) != 0) {
@@ -30,11 +30,13 @@ StopRequest::StopRequest() {
   action.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &action, &g_previous_term);
   sigaction(SIGINT, &action, &g_previous_int);
+  sigaction(SIGUSR1, &action, &g_previous_usr1);
 }
 
 StopRequest::~StopRequest() {
   sigaction(SIGTERM, &g_previous_term, nullptr);
   sigaction(SIGINT, &g_previous_int, nullptr);
+  sigaction(SIGUSR1, &g_previous_usr1, nullptr);
 }
 
 bool StopRequest::requested() const { return g_signal.load() != 0; }

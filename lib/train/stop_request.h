@@ -1,6 +1,8 @@
-// SIGTERM / SIGINT during training: the first signal asks the run to stop after the current step
-// (writing a checkpoint, as SLURM preemption and Ctrl-C expect); a second one ends the process at
-// once. The handler only sets a flag; the training loop polls it between steps.
+// SIGTERM / SIGINT / SIGUSR1 during training: the first signal asks the run to stop after the
+// current step (writing a checkpoint, as SLURM preemption and Ctrl-C expect; SIGUSR1 is what
+// `#SBATCH --signal=USR1@N` sends N seconds before the time limit or a preemption); a second one
+// ends the process at once. The handler only sets a flag; the training loop polls it between
+// steps, and the tools exit with 128 + the signal.
 #pragma once
 
 namespace rqat::train {

@@ -98,7 +98,7 @@ struct TrainerOptions {
     v.value(self.eval_every, "eval-every", "Evaluate every N steps (0: at start and end)",
             Role::kRunControl);
     v.value(self.checkpoint_every, "checkpoint-every",
-            "Checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT)",
+            "Checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT/SIGUSR1)",
             Role::kRunControl);
     v.value(self.keep_checkpoints, "keep-checkpoints", "Checkpoints kept", Role::kRunControl);
     v.value(self.resume, "resume", "Continue from OUT's latest checkpoint when there is one",

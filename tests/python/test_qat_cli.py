@@ -1,6 +1,6 @@
 """qat-sft / qat-kd end to end through the command line on the real stories260K model (converted from
 llama2.c), trained on the TinyStories sample:
-  - a run stopped by SIGTERM exits 143 with a checkpoint, and `--resume` reaches exactly the losses of an
+  - a run stopped by SIGTERM (or SLURM's SIGUSR1 warning) exits 143 (138) with a checkpoint, and `--resume` reaches exactly the losses of an
     uninterrupted run (metrics.jsonl, compared bit for bit);
   - two processes (torchrun-style RANK/WORLD_SIZE/MASTER_* variables, Gloo) with half the per-process batch
     reproduce the single-process losses;
@@ -65,7 +65,10 @@ def train_losses(out):
     return {r["step"]: r["loss"] for r in rows if r["series"] == "train"}
 
 
-def test_sigterm_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path):
+# SIGTERM: rqat run, Ctrl-C's cousin, a plain scancel; SIGUSR1: SLURM's warning before the time limit or a
+# preemption (#SBATCH --signal=USR1@N). Both stop after the current step with a checkpoint, exit 128 + the signal.
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+def test_a_stop_signal_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path, stop_signal):
     steps = 1200
     reference = tmp_path / "reference"
     run([QAT_SFT, *common_args(model_dir, reference, steps), "--checkpoint-every", "500"])
@@ -84,14 +87,14 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(model_dir, tmp_path):
     if proc.poll() is not None or time.time() >= deadline:
         proc.kill()
         pytest.fail("the run finished (or stalled) before it could be interrupted")
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(stop_signal)
     stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
-    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert proc.returncode == 128 + stop_signal, stderr
     stopped = len(train_losses(broken))
     assert 100 <= stopped < steps
     assert (broken / "checkpoints" / "latest").read_text().strip() == f"step-{stopped:08d}"
     assert "--resume" in stdout
-    print(f"\nSIGTERM after step {stopped} of {steps}: exit {proc.returncode}, checkpoint step-{stopped:08d}")
+    print(f"\n{stop_signal.name} after step {stopped} of {steps}: exit {proc.returncode}, checkpoint step-{stopped:08d}")
 
     resumed = run([QAT_SFT, *common_args(model_dir, broken, steps), "--checkpoint-every", "500", "--resume"])
     assert f"resumed from" in resumed.stdout
