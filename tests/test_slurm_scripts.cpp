@@ -635,3 +635,52 @@ TEST_CASE("from an experiment file: resources per tool, arrays, and hostile valu
   CHECK(std::find(kd.argv.begin(), kd.argv.end(), note) != kd.argv.end());
   CHECK_FALSE(fs::exists(dir / "CANARY"));
 }
+
+TEST_CASE("preemption: SIGUSR1 before the limit reaches the tool, whose exit 138 requeues the job") {
+  TempDir dir("slurm_preempt");
+  const fs::path run = dir / "run";
+  ExperimentPlan plan = base_plan(run);
+  SlurmResources r = one_gpu();
+  r.signal_seconds = 300;
+  r.requeue = 1;
+  plan.stages.push_back(
+      instance(run, "qat", "qat-kd", "qat-kd", {"--model", "models/m", "--steps", "9"}, {}, r));
+  const auto scripts = write_slurm_scripts(plan, options_in(dir));
+  REQUIRE(scripts.size() == 1);
+  const std::string text = read_bytes(scripts[0].file);
+  INFO(text);
+  const auto directives = sbatch_lines(text);
+  CHECK(std::count(directives.begin(), directives.end(), "--signal=B:USR1@300") == 1);
+  CHECK(std::count(directives.begin(), directives.end(), "--requeue") == 1);
+  CHECK_FALSE(contains(text, "exec "));
+  CHECK(std::system(("bash -n " + shell_quote(scripts[0].file.string())).c_str()) == 0);
+
+  // The run: a tool that waits for SIGUSR1, then exits 138 as the trainers do after their
+  // checkpoint; an scontrol that records its arguments. SIGUSR1 goes to the batch shell only.
+  const fs::path fake = dir / "fake";
+  write_script(dir / "bin" / "qat-kd",
+               "#!/bin/bash\ntrap 'echo got-USR1 >> " + shell_quote((dir / "tool.log").string()) +
+                   "; exit 138' USR1\necho $$ > " + shell_quote((dir / "tool.pid").string()) +
+                   "\nfor i in $(seq 600); do sleep 0.1; done\nexit 0\n");
+  write_script(fake / "scontrol",
+               "#!/bin/sh\necho \"$@\" >> " + shell_quote((dir / "scontrol.log").string()) + "\n");
+  const std::string command =
+      "cd " + shell_quote(dir.path().string()) + " && PATH=" + shell_quote(fake.string()) +
+      ":$PATH SLURM_JOB_ID=4242 bash " + shell_quote(scripts[0].file.string()) + " > " +
+      shell_quote((dir / "out").string()) + " 2> " + shell_quote((dir / "err").string()) +
+      " & batch=$!; for i in $(seq 300); do [ -s " + shell_quote((dir / "tool.pid").string()) +
+      " ] && break; sleep 0.05; done; kill -USR1 $batch; wait $batch; exit $?";
+  const int status = std::system(command.c_str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 138);  // the tool's own status, through the batch shell
+  CHECK(read_bytes(dir / "tool.log") == "got-USR1\n");
+  CHECK(read_bytes(dir / "scontrol.log") == "requeue 4242\n");
+  CHECK(contains(read_bytes(dir / "err"), "stopped on SIGUSR1 with a checkpoint; requeueing"));
+
+  // Without a preemption signal the tool replaces the shell, as before; requeue must be 0 or 1.
+  plan.stages[0].resources = one_gpu();
+  CHECK(contains(read_bytes(write_slurm_scripts(plan, options_in(dir))[0].file), "exec "));
+  plan.stages[0].resources.requeue = 2;
+  rqat::test::require_error([&] { write_slurm_scripts(plan, options_in(dir)); },
+                            {"requeue 2 must be 0 or 1"});
+}

@@ -27,6 +27,8 @@ const std::vector<ResourceField>& slurm_resource_fields() {
       {"gpus", &SlurmResources::gpus},
       {"cpus", &SlurmResources::cpus},
       {"gpu_memory_gb", &SlurmResources::gpu_memory_gb},
+      {"signal_seconds", &SlurmResources::signal_seconds},
+      {"requeue", &SlurmResources::requeue},
       {"time", nullptr, &SlurmResources::time},
       {"mem", nullptr, &SlurmResources::mem},
       {"partition", nullptr, &SlurmResources::partition},

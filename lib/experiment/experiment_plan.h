@@ -30,6 +30,11 @@ struct SlurmResources {
   // Memory of one GPU in GB, for `rqat run --dry-run`'s memory plan of training stages (not a
   // SLURM directive: SLURM requests GPUs by type, e.g. with `constraint`).
   int gpu_memory_gb = 0;
+  // Preemption: SLURM sends SIGUSR1 this many seconds before the time limit or a preemption
+  // (#SBATCH --signal=B:USR1@N; 0: none), on which a trainer checkpoints and exits 138; with
+  // requeue 1 (#SBATCH --requeue) the script then requeues the job, which resumes from it.
+  int signal_seconds = 0;
+  int requeue = 0;
   std::string time, mem, partition, account, constraint, qos;
 };
 

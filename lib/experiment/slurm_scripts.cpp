@@ -192,6 +192,15 @@ std::string render_command(const StageInstance& instance, const SlurmOptions& op
             shell_quote((instance.out_dir / "checkpoints" / "latest").string()) +
             " ]; then resume=(--resume); fi\n";
   }
+  // With a preemption signal the shell stays: it runs the tool in the background, hands SLURM's
+  // SIGUSR1 (sent to the batch shell only, B:) on to it, waits for it, and requeues the job when
+  // the tool stopped on it with a checkpoint (exit 138). Else the tool replaces the shell.
+  const bool watch = r.signal_seconds > 0;
+  if (watch) launch.erase(0, launch.find(' ') + 1);  // no exec
+  if (watch) {
+    text += indent + "child=\n";
+    text += indent + "trap '[ -z \"$child\" ] || kill -USR1 \"$child\" 2>/dev/null' USR1\n";
+  }
   text += indent + launch + shell_quote((options.bin_dir / instance.program).string());
   // One flag with its values per line, for review.
   for (size_t i = 0; i < instance.argv.size(); ++i) {
@@ -201,7 +210,25 @@ std::string render_command(const StageInstance& instance, const SlurmOptions& op
     text += shell_quote(arg);
   }
   if (resume) text += " \\\n" + indent + "    ${resume[@]+\"${resume[@]}\"}";
-  return text + "\n";
+  if (!watch) return text + "\n";
+  text += " &\n";
+  text += indent + "child=$!\n";
+  // wait returns early (128 + 10) when the trap runs; the tool is still at work then.
+  text += indent + "while :; do\n";
+  text += indent + "  status=0\n";
+  text += indent + "  wait \"$child\" || status=$?\n";
+  text += indent + "  kill -0 \"$child\" 2>/dev/null || break\n";
+  text += indent + "done\n";
+  if (r.requeue) {
+    text += indent + "if [ \"$status\" -eq 138 ]; then\n";
+    text += indent + "  printf '%s\\n' " +
+            shell_quote("rqat sbatch: " + instance.id +
+                        " stopped on SIGUSR1 with a checkpoint; requeueing the job") +
+            " >&2\n";
+    text += indent + "  scontrol requeue \"$SLURM_JOB_ID\"\n";
+    text += indent + "fi\n";
+  }
+  return text + indent + "exit \"$status\"\n";
 }
 
 std::string render_script(const ExperimentPlan& plan, const StageGroup& group,
@@ -239,13 +266,21 @@ std::string render_script(const ExperimentPlan& plan, const StageGroup& group,
   if (uses_srun(r)) header.emplace_back("ntasks-per-node", std::to_string(tasks_per_node(r)));
   if (r.gpus > 0) header.emplace_back("gpus-per-node", std::to_string(r.gpus));
   if (r.cpus > 0) header.emplace_back("cpus-per-task", std::to_string(r.cpus));
+  if (r.requeue != 0 && r.requeue != 1)
+    fail("{}: SLURM requeue {} must be 0 or 1", where(first), r.requeue);
+  // B: the batch shell gets the signal; the script hands it to the tool (render_command).
+  if (r.signal_seconds > 0)
+    header.emplace_back("signal", fmt::format("B:USR1@{}", r.signal_seconds));
+  if (r.requeue) header.emplace_back("requeue", "");
   // The text fields are directives of the same name; the numbers above are not.
   for (const auto& field : slurm_resource_fields()) {
     if (!field.text || (r.*field.text).empty()) continue;
     check_directive_value(first, field.name, r.*field.text);
     header.emplace_back(field.name, r.*field.text);
   }
-  for (const auto& [key, value] : header) text += fmt::format("#SBATCH --{}={}\n", key, value);
+  for (const auto& [key, value] : header)
+    text += value.empty() ? fmt::format("#SBATCH --{}\n", key)
+                          : fmt::format("#SBATCH --{}={}\n", key, value);
 
   text += "\nset -euo pipefail\n";
   if (!plan.slurm_setup.empty()) {
