@@ -338,9 +338,7 @@ int main(int argc, char** argv) {
     const auto work = std::filesystem::temp_directory_path() /
                       fmt::format("rqat_bench_low_bit_{}", ::getpid());
     int status = 0;
-    if (part == 2) {
-      // part 2 only (a crash there is found faster without part 1's minute)
-    } else if (device_name == "cuda") {
+    if (part != 2 && device_name == "cuda") {
       if (!torch::cuda::is_available()) rqat::fail("--device cuda: no CUDA device");
 #ifdef RQAT_WITH_CUDA
       std::cout << "1. packed GEMV at batch 1 (CUDA): bandwidth achieved\n";
@@ -348,7 +346,7 @@ int main(int argc, char** argv) {
 #else
       rqat::fail("--device cuda: this build has no CUDA kernels");
 #endif
-    } else {
+    } else if (part != 2) {
       std::cout << fmt::format(
           "{} threads\n\n1. {} layers of {} x {}: y = x W^T through the stack\n",
           at::get_num_threads(), layers, size, size);

@@ -173,7 +173,11 @@ int tasks_per_node(const SlurmResources& r) { return r.gpus > 1 ? r.gpus : 1; }
 std::string render_command(const StageInstance& instance, const SlurmOptions& options,
                            const std::string& indent) {
   const SlurmResources& r = instance.resources;
-  std::string launch = "exec ";
+  // With a preemption signal the shell stays: it runs the tool in the background, hands SLURM's
+  // SIGUSR1 (sent to the batch shell only, B:) on to it, waits for it, and requeues the job when
+  // the tool stopped on it with a checkpoint (exit 138). Else the tool replaces the shell.
+  const bool watch = r.signal_seconds > 0;
+  std::string launch = watch ? "" : "exec ";
   if (uses_srun(r)) {
     // --kill-on-bad-exit: a rank that dies stops the others now, not at the collective timeout.
     // --cpus-per-task again: srun of Slurm 22.05+ does not inherit it from the batch job.
@@ -192,11 +196,6 @@ std::string render_command(const StageInstance& instance, const SlurmOptions& op
             shell_quote((instance.out_dir / "checkpoints" / "latest").string()) +
             " ]; then resume=(--resume); fi\n";
   }
-  // With a preemption signal the shell stays: it runs the tool in the background, hands SLURM's
-  // SIGUSR1 (sent to the batch shell only, B:) on to it, waits for it, and requeues the job when
-  // the tool stopped on it with a checkpoint (exit 138). Else the tool replaces the shell.
-  const bool watch = r.signal_seconds > 0;
-  if (watch) launch.erase(0, launch.find(' ') + 1);  // no exec
   if (watch) {
     text += indent + "child=\n";
     text += indent + "trap '[ -z \"$child\" ] || kill -USR1 \"$child\" 2>/dev/null' USR1\n";

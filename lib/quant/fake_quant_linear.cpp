@@ -175,23 +175,22 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
   scales_ = register_parameter("scales", quantized.scales.to(f32).clone(), lsq && !grid_);
   // On a grid, LSQ trains what the block format stores as fp16 (the header): a K-quant's
   // super-block scales, else each block's step and, in min form (q4_1), its min.
-  const bool min_form = grid_ && gguf_grid_info(*grid_).min_form;
-  const bool super_scales = grid_ && gguf_grid_info(*grid_).super_scales;
+  const GgufGridInfo grid = grid_ ? gguf_grid_info(*grid_) : GgufGridInfo{};
   zeros_ = register_parameter("zeros", quantized.zeros.to(f32).clone(),
-                              lsq && (!grid_ || (min_form && !super_scales)));
+                              lsq && (!grid_ || (grid.min_form && !grid.super_scales)));
   g_idx_ = register_buffer("g_idx", quantized.g_idx.to(device, at::kInt).clone());
   // The log of a magnitude (0 where it is 0: its multiplier is 0 there, so it never counts).
   const auto log_of = [](const at::Tensor& x) {
     return at::where(x > 0, at::log(at::where(x > 0, x, 1)), at::zeros_like(x));
   };
-  if (grid_lsq && super_scales) {
+  if (grid_lsq && grid.super_scales) {
     const auto super = quantized.super_scales.to(f32);
     log_scales_ = register_parameter("log_super_scales", log_of(super.abs()));
     super_signs_ = register_buffer("super_signs", super.sign());
     // A sub-block's step (its magnitude: the zero form mirrors negative ones) and min over its
     // super-block's |d| and |dmin|: integers, exactly (fp16 d times an integer of <= 8 bits is
     // exact in float32, and so is the quotient).
-    const int64_t subs = gguf_grid_info(*grid_).block / group_size_;
+    const int64_t subs = grid.block / group_size_;
     const auto per_group = [&](int part) {
       return super.select(2, part).abs().repeat_interleave(subs, 1);
     };
@@ -200,7 +199,7 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
     };
     const auto step_multiplier = quotient(scales_.detach(), per_group(0));
     const auto min_multiplier =
-        min_form ? quotient(zeros_.detach(), per_group(1)) : at::zeros_like(step_multiplier);
+        grid.min_form ? quotient(zeros_.detach(), per_group(1)) : at::zeros_like(step_multiplier);
     grid_multipliers_ =
         register_buffer("grid_multipliers", at::stack({step_multiplier, min_multiplier}, 2));
   } else if (grid_lsq) {
@@ -297,11 +296,12 @@ FakeQuantLinear::ScaleZero FakeQuantLinear::grid_scale_offset() const {
     offsets = info.min_form ? fp16_straight_through(lsq_gradient_scale(zeros_, group_size_))
                             : zeros_;
   }
-  // A learned step that rounds to 0 in fp16 would collapse its sub-block's values.
+  // A learned step that rounds to 0 in fp16 would collapse its sub-block's values. One host read.
   const auto live = step_multiplier != 0;
-  const auto bad = at::logical_and(live, at::logical_not(steps.detach() > 0)).any();
-  if (bad.item<bool>() || !at::isfinite(steps.detach()).all().item<bool>() ||
-      !at::isfinite(offsets.detach()).all().item<bool>())
+  const auto bad = at::logical_and(live, at::logical_not(steps.detach() > 0)).any() |
+                   at::logical_not(at::isfinite(steps.detach())).any() |
+                   at::logical_not(at::isfinite(offsets.detach())).any();
+  if (bad.item<bool>())
     fail("{}: a learned {} step is no longer finite and > 0 in fp16 (lower the learning rate)",
          options_.name, gguf_grid_name(*grid_));
   return {steps, offsets};

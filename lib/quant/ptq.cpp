@@ -167,18 +167,8 @@ void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOption
   options.spec.validate("--");
   if (options.batch_size < 1) fail("--batch-size must be >= 1, got {}", options.batch_size);
   if (options.spec.gguf_grid) check_gguf_grid_fits(model, options.spec, options.method);
-  if (options.importance.imatrix && !options.spec.gguf_grid)
-    fail("--imatrix weights llama.cpp's quantization of a GGUF grid: add --grid gguf-TYPE");
-  const bool needs_data =
-      (options.method != PtqMethod::kRtn && options.method != PtqMethod::kNf4) ||
-      options.importance.imatrix;
-  if (!ids.defined()) {
-    if (needs_data)
-      fail("{} needs calibration data (--calib FILE)",
-           options.importance.imatrix ? std::string("--imatrix")
-                                      : "--method " + std::string(enum_name(options.method)));
-    return;
-  }
+  check_calibration_needs(options, ids.defined());
+  if (!ids.defined()) return;
   if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 1)
     fail("calibration ids must be (samples, tokens), got {}", c10::str(ids.sizes()));
   if (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= model.config().vocab_size)
@@ -194,6 +184,15 @@ void check_grid_method(const QuantSpec& spec, PtqMethod method) {
   if (spec.gguf_grid && method != PtqMethod::kRtn && method != PtqMethod::kGptq)
     fail("--grid {}: --method {} does not choose codes on a GGUF grid (use rtn or gptq)",
          gguf_grid_name(*spec.gguf_grid), enum_name(method));
+}
+
+void check_calibration_needs(const PtqOptions& options, bool has_calibration) {
+  if (options.importance.imatrix && !options.spec.gguf_grid)
+    fail("--imatrix weights llama.cpp's quantization of a GGUF grid: add --grid gguf-TYPE");
+  if (has_calibration) return;
+  if (options.method != PtqMethod::kRtn && options.method != PtqMethod::kNf4)
+    fail("--method {} needs calibration data (--calib FILE)", enum_name(options.method));
+  if (options.importance.imatrix) fail("--imatrix needs calibration data (--calib FILE)");
 }
 
 PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_ids,

@@ -72,6 +72,9 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
 
 // A spec on a GGUF grid takes --method rtn or gptq (the others do not choose codes on it).
 void check_grid_method(const QuantSpec& spec, PtqMethod method);
+// What needs calibration data (--method gptq/awq, --imatrix) has it, and --imatrix has a grid;
+// errors name the flag.
+void check_calibration_needs(const PtqOptions& options, bool has_calibration);
 
 // The true-sequential groups of a decoder block, as local names ("self_attn.q_proj", ...).
 const std::vector<std::vector<std::string>>& sequential_groups();

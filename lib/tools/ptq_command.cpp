@@ -200,13 +200,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   ptq.spec.validate("--");
   check_grid_method(ptq.spec, ptq.method);
   if (options.out_dir.empty()) fail("--out is required");
-  const bool needs_data = ptq.method != PtqMethod::kRtn && ptq.method != PtqMethod::kNf4;
-  if (needs_data && !options.calibration)
-    fail("--method {} needs calibration data (--calib FILE)", enum_name(ptq.method));
-  if (ptq.importance.imatrix && !ptq.spec.gguf_grid)
-    fail("--imatrix weights llama.cpp's quantization of a GGUF grid: add --grid gguf-TYPE");
-  if (ptq.importance.imatrix && !options.calibration)
-    fail("--imatrix needs calibration data (--calib FILE)");
+  check_calibration_needs(ptq, options.calibration.has_value());
   const ExportChoice exports = export_choice(options, ptq.method, ptq.spec);
   // A v1 export is decided now: its zero points are kept >= 1 while quantizing.
   if (exports.gptq == GptqFormat::kV1 && !ptq.spec.symmetric && !ptq.spec.v1_zeros) {

@@ -35,7 +35,6 @@ class StepMetricsLog {
   // From now on also writes TensorBoard events into `dir`: a new event file per process start
   // (a resumed run's file continues at its checkpoint's step), on the writer only.
   void write_tensorboard(const std::filesystem::path& dir);
-  bool writes_tensorboard() const { return tensorboard_ != nullptr; }
   // A markdown text at `step` (TensorBoard's text tab); nothing without write_tensorboard.
   void add_text(const std::string& tag, const std::string& markdown, int64_t step);
 
