@@ -23,7 +23,7 @@
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/grpo_command.h"
-#include "train/stop_request.h"
+#include "io/stop_request.h"
 
 #include <atomic>
 #include <csignal>
@@ -269,7 +269,7 @@ class StopAfter : public rl::RewardFunction {
   explicit StopAfter(int after) : after_(after) {}
   std::string name() const override { return "stop_after"; }
   double score(const rl::RewardInput&) const override {
-    if (++calls_ == after_) train::StopRequest::simulate(SIGTERM);
+    if (++calls_ == after_) io::StopRequest::simulate(SIGTERM);
     return 0;
   }
 

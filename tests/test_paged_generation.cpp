@@ -1,9 +1,12 @@
 // The engine on its paged KV cache: a pool too small for every sequence at once (preemption and
 // recomputation, same tokens as an ample pool, greedy and sampled), samples of a long prompt
 // holding its blocks once, KV memory against contiguous slots, what crosses to the host per
-// step, and budget errors.
+// step, budget errors, a subset of samples, results streamed as they end, and a stop request.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <utility>
 
 #include "generation/generation_engine.h"
 #include "model/decoder.h"
@@ -148,4 +151,68 @@ TEST_CASE("engine options out of range are one-line errors") {
   negative.kv_cache_gb = -1;
   GenerationEngine engine(*model, nullptr, negative);
   rqat::test::require_error([&] { engine.generate({request({1, 2}, 3, 0)}); }, {"--kv-cache-gb"});
+}
+
+TEST_CASE("a subset of a request's samples is those samples of the whole request") {
+  auto model = rqat::test::random_tiny_model(Family::kQwen3, true, 23);
+  std::vector<GenerationRequest> whole = {
+      request(rqat::test::random_tokens(7, 300), 24, 0.9, /*n=*/6, /*seed=*/5),
+      request(rqat::test::random_tokens(12, 301), 24, 0.7, /*n=*/3, /*seed=*/6)};
+  GenerationEngine engine(*model, nullptr, EngineOptions{4});
+  std::vector<GenerationResult> streamed;
+  const auto all = engine.generate(whole, [&](const GenerationResult& r) { streamed.push_back(r); });
+  REQUIRE(all.size() == 9);
+  // Every sample was handed to the callback once, complete, as it ended.
+  REQUIRE(streamed.size() == 9);
+  std::sort(streamed.begin(), streamed.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.request_index, a.sample_index) < std::pair(b.request_index, b.sample_index);
+  });
+  require_same(streamed, all);
+
+  // Samples 1, 4 and 5 of the first request and sample 2 of the second, as a resumed evaluation
+  // asks for them: the same tokens as in the whole run, under their own indices.
+  auto part = whole;
+  part[0].sample_indices = {1, 4, 5};
+  part[1].sample_indices = {2};
+  const auto some = engine.generate(part);
+  REQUIRE(some.size() == 4);
+  const std::vector<std::pair<size_t, int>> want = {{0, 1}, {0, 4}, {0, 5}, {1, 2}};
+  for (size_t i = 0; i < some.size(); ++i) {
+    INFO("subset result " << i);
+    CHECK(std::pair(some[i].request_index, some[i].sample_index) == want[i]);
+    const auto& full = all[want[i].first == 0 ? want[i].second : 6 + want[i].second];
+    CHECK(some[i].token_ids == full.token_ids);
+    REQUIRE(some[i].logprobs.size() == full.logprobs.size());
+    for (size_t t = 0; t < full.logprobs.size(); ++t)  // other batch rows: float rounding only
+      CHECK(std::abs(some[i].logprobs[t] - full.logprobs[t]) < 1e-4);
+  }
+
+  for (const std::vector<int>& bad : {std::vector<int>{6}, {-1}, {2, 2}, {3, 1}}) {
+    auto wrong = whole;
+    wrong[0].sample_indices = bad;
+    rqat::test::require_error([&] { engine.generate(wrong); },
+                              {"generation request 0", "sample_indices must increase within [0, 6)"});
+  }
+}
+
+TEST_CASE("a stop request returns the finished samples only") {
+  auto model = rqat::test::random_tiny_model(Family::kLlama, false, 24);
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 8; ++i)
+    requests.push_back(request(rqat::test::random_tokens(5 + i, 400 + i), 16, 0.0));
+  EngineOptions options{1};  // one sequence at a time: samples end one after another
+  int finished = 0;
+  options.stop_requested = [&] { return finished >= 3; };
+  GenerationEngine engine(*model, nullptr, options);
+  const auto results = engine.generate(requests, [&](const GenerationResult&) { ++finished; });
+  CHECK(engine.stats().stopped);
+  REQUIRE(results.size() == 3);
+  GenerationEngine unstopped(*model, nullptr, EngineOptions{1});
+  const auto all = unstopped.generate(requests);
+  CHECK_FALSE(unstopped.stats().stopped);
+  for (size_t i = 0; i < results.size(); ++i) {
+    CHECK(results[i].request_index == i);
+    CHECK(results[i].token_ids == all[i].token_ids);
+    CHECK(results[i].token_ids.size() == 16);
+  }
 }

@@ -252,6 +252,8 @@ TEST_CASE("a single-instance stage: #SBATCH lines from its resources, the tool r
   CHECK(scripts[0].instance_ids == std::vector<std::string>{"ptq"});
   CHECK(scripts[0].after.empty());
   CHECK(scripts[0].log_dir == run / "logs");
+  // The run directory holds the plan, for `rqat status` and `rqat report`.
+  CHECK(read_plan(run / "plan.json").stages.at(0).id == "ptq");
   const std::string text = read_bytes(scripts[0].file);
   INFO(text);
   CHECK(text.rfind("#!/bin/bash\n", 0) == 0);

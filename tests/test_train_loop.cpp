@@ -20,7 +20,7 @@
 #include "quant/fake_quant_linear.h"
 #include "test_util.h"
 #include "train/qat_model.h"
-#include "train/stop_request.h"
+#include "io/stop_request.h"
 #include "train/token_nll.h"
 #include "train/train_checkpoint.h"
 #include "train/trainer.h"
@@ -142,7 +142,7 @@ RunOutcome train_tiny(const std::filesystem::path& out, const RunSettings& setti
   }
   const MicroBatchLossFn loss_fn = [&](const TokenBatch& batch, double step_targets) {
     if (calls_in_step++ % micro_per_step == 0) ++step;
-    if (step == settings.stop_during_step) StopRequest::simulate(SIGTERM);
+    if (step == settings.stop_during_step) io::StopRequest::simulate(SIGTERM);
     const at::Tensor logits = model->forward(batch.input_ids, batch.attention_mask);
     const MaskedNllSum nll = masked_next_token_nll(logits, batch.input_ids, batch.loss_mask);
     MicroBatchLoss out;

@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
                  "Also score each sample with a grpo reward spec and report the mean (e.g. "
                  "math_boxed+format_last_box, study A's score)");
   app.add_flag("--quiet", quiet, "No progress line");
+  bool no_tensorboard = false;
+  app.add_flag("--no-tensorboard", no_tensorboard,
+               "Write no TensorBoard event files (default: OUT/tb, live)");
   rqat::cli::RuntimeFlags runtime;
   rqat::cli::add_runtime_flags(app, runtime);
 
@@ -90,7 +93,8 @@ int main(int argc, char** argv) {
   grade_cmd->add_option("--k", graded_ks, "pass@k / maj@k values (default: 1, 2, 4, ..., n)");
 
   CLI11_PARSE(app, argc, argv);
-  return rqat::cli::run_tool("eval-math", [&] {
+  int stopped_by_signal = 0;
+  const int code = rqat::cli::run_tool("eval-math", [&] {
     if (*grade_cmd) {
       const std::filesystem::path out = graded_out.empty()
                                             ? rqat::eval::default_regrade_output(graded_file)
@@ -116,6 +120,10 @@ int main(int argc, char** argv) {
     run.dequantize = runtime.dequantize;
     runtime.apply();
     run.show_progress = !quiet;
-    rqat::eval::run_evaluation(run, std::cout);
+    run.tensorboard = !no_tensorboard;
+    stopped_by_signal = rqat::eval::run_evaluation(run, std::cout).stopped_by_signal;
   });
+  // Stopped by a signal with its finished samples on disk: 128 + the signal, as the trainers (the
+  // SLURM script requeues on 138, SIGUSR1), and the next run continues.
+  return code != 0 ? code : (stopped_by_signal != 0 ? 128 + stopped_by_signal : 0);
 }

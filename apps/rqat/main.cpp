@@ -18,6 +18,7 @@
 #include "report_flags.h"
 #include "run_flags.h"
 #include "sbatch_flags.h"
+#include "status_flags.h"
 #include "tiny_task_flags.h"
 #include "tools/generate_command.h"
 #include "tools/llama2c_convert.h"
@@ -189,6 +190,7 @@ int main(int argc, char** argv) {
   rqat::cli::add_plan_memory_subcommand(app);
   rqat::cli::add_doctor_subcommand(app);
   rqat::cli::add_report_subcommand(app);
+  rqat::cli::add_status_subcommand(app);
   rqat::cli::add_sbatch_subcommand(app);
   rqat::cli::add_traces_subcommand(app);
   rqat::cli::add_tiny_task_subcommand(app);

@@ -13,6 +13,7 @@
 
 #include "cli/option_flags.h"
 #include "io/error.h"
+#include "io/progress_file.h"
 
 namespace rqat::cli {
 
@@ -96,18 +97,22 @@ std::string one_line(std::string_view message) {
 }  // namespace
 
 int run_tool(const char* tool, const std::function<void()>& body) {
+  std::string message;
   try {
     body();
     return 0;
   } catch (const Error& e) {
-    std::cerr << tool << ": error: " << one_line(e.what()) << "\n";
+    message = one_line(e.what());
   } catch (const c10::Error& e) {
     // Torch's messages can run over several lines; the first says what went wrong.
-    const std::string message = e.what_without_backtrace();
-    std::cerr << tool << ": error: " << one_line(message.substr(0, message.find('\n'))) << "\n";
+    const std::string what = e.what_without_backtrace();
+    message = one_line(what.substr(0, what.find('\n')));
   } catch (const std::exception& e) {
-    std::cerr << tool << ": error: " << one_line(e.what()) << "\n";
+    message = one_line(e.what());
   }
+  std::cerr << tool << ": error: " << message << "\n";
+  // `rqat status` shows the error of a stage that ran outside `rqat run` (SLURM).
+  io::note_failure_in_progress(message);
   return 1;
 }
 

@@ -33,6 +33,9 @@ struct EvalSummary {
   std::size_t timeouts = 0;
   std::vector<int> ks;
   std::string reward_spec;  // the reward the samples were scored with ("" = none)
+  // eval-math stopped by this signal before its end (its finished samples are kept on disk, no
+  // metrics were computed); 0 when it ran to the end.
+  int stopped_by_signal = 0;
 };
 
 // The ks reported for n samples per problem: 1, 2, 4, ... below n, and n.

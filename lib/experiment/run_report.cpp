@@ -51,14 +51,6 @@ fs::path normal(const fs::path& p) {
   return n;
 }
 
-// Where an instance's outputs are: run_dir/<id> (the runner's layout, and still right when the run
-// directory was moved or plan.json recorded a path relative to another working directory), else
-// the recorded out_dir.
-fs::path instance_dir(const fs::path& run_dir, const StageInstance& s) {
-  const fs::path in_run = run_dir / s.id;
-  if (fs::exists(in_run) || s.out_dir.empty() || !fs::exists(s.out_dir)) return in_run;
-  return s.out_dir;
-}
 
 struct LogResult {
   std::string status;
@@ -413,6 +405,12 @@ std::string bits_label(const io::Json& quant) {
     group = quant["group_size"].get<int64_t>();
   // group_size -1 (rqat, GPTQ) or 0 means one group per output row: no "G" suffix.
   return group > 0 ? fmt::format("W{}G{}", bits, group) : fmt::format("W{}", bits);
+}
+
+fs::path instance_dir(const fs::path& run_dir, const StageInstance& s) {
+  const fs::path in_run = run_dir / s.id;
+  if (fs::exists(in_run) || s.out_dir.empty() || !fs::exists(s.out_dir)) return in_run;
+  return s.out_dir;
 }
 
 RunReport collect_run_report(const fs::path& run_dir) {

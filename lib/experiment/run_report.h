@@ -16,6 +16,11 @@
 
 namespace rqat::experiment {
 
+// Where an instance's outputs are: run_dir/<id> (the runner's layout, and still right when the run
+// directory was moved or plan.json recorded a path relative to another working directory), else
+// the recorded out_dir.
+std::filesystem::path instance_dir(const std::filesystem::path& run_dir, const StageInstance& s);
+
 struct StageReport {
   std::string id, stage, tool, label;
   // "done", "skipped", "failed" or "blocked" from the runner's logs/<id>.json; "started" when its

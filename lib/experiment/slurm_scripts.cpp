@@ -412,6 +412,10 @@ std::vector<SlurmScript> write_slurm_scripts(const ExperimentPlan& plan,
   for (size_t i = 0; i < scripts.size(); ++i) write_executable(scripts[i].file, texts[i]);
   write_executable(out_dir / "submit.sh", render_submit(plan, scripts));
   io::write_text_atomically(out_dir / "plan.txt", render_listing(plan, scripts));
+  // `rqat status RUN_DIR` and `rqat report` read the plan from the run directory.
+  const fs::path run_dir = (options.work_dir / plan.run_dir).lexically_normal();
+  fs::create_directories(run_dir);
+  write_plan(run_dir / "plan.json", plan);
   return scripts;
 }
 

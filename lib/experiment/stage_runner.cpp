@@ -19,6 +19,7 @@
 #include "experiment/tool_flags.h"
 #include "io/error.h"
 #include "io/json_file.h"
+#include "io/progress_file.h"
 
 namespace rqat::experiment {
 
@@ -52,14 +53,6 @@ class SignalScope {
   struct sigaction old_int_ {
   }, old_term_{};
 };
-
-std::string utc_now() {
-  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
 
 // The selected instances: all, or the --only stages and everything they need.
 std::vector<const StageInstance*> select_stages(const ExperimentPlan& plan,
@@ -110,7 +103,7 @@ void write_record(const ExperimentPlan& plan, const StageInstance& stage, const 
                                                        {"exit_code", exit_code},
                                                        {"argv", stage.argv},
                                                        {"inputs", input_stamps(plan, stage)},
-                                                       {"finished_utc", utc_now()}});
+                                                       {"finished_utc", io::utc_timestamp()}});
 }
 
 // True when the stage's last attempt was interrupted or failed with exactly these arguments and
@@ -261,7 +254,7 @@ class PlanRun {
     const auto log = stage_log_file(plan_, s);
     {
       std::ofstream header(log, std::ios::app);
-      header << fmt::format("=== {} rqat run: {}\n", utc_now(), display_command(args));
+      header << fmt::format("=== {} rqat run: {}\n", io::utc_timestamp(), display_command(args));
     }
     const pid_t pid = spawn_logged(args.front(), args, log);
     running_[pid] = {&s, Clock::now()};

@@ -47,7 +47,8 @@ struct Sample {
   int64_t next_input = 0;  // the last drawn token, fed by the next decode step
   StopStringMatcher stops;
   Clock::time_point start;
-  bool started = false;  // admitted at least once
+  bool started = false;   // admitted at least once
+  bool finished = false;  // ended (its result is complete)
 };
 
 // A prompt's blocks kept for the request's samples that are not admitted yet.
@@ -67,6 +68,12 @@ void validate(const std::vector<GenerationRequest>& requests, const model::Causa
       fail("generation request {}: empty prompt (at least one token is needed)", r);
     if (req.num_samples < 1)
       fail("generation request {}: num_samples must be >= 1, got {}", r, req.num_samples);
+    for (size_t i = 0; i < req.sample_indices.size(); ++i) {
+      const int s = req.sample_indices[i];
+      if (s < 0 || s >= req.num_samples || (i > 0 && s <= req.sample_indices[i - 1]))
+        fail("generation request {}: sample_indices must increase within [0, {}), got {} at {}",
+             r, req.num_samples, s, i);
+    }
     for (const auto id : req.prompt_ids) {
       if (id < 0 || id >= vocab)
         fail("generation request {}: prompt token id {} outside the vocabulary [0, {})", r, id,
@@ -104,7 +111,7 @@ RunShape measure(const std::vector<GenerationRequest>& requests) {
     const auto prompt = static_cast<int64_t>(req.prompt_ids.size());
     shape.longest_prompt = std::max(shape.longest_prompt, prompt);
     shape.longest = std::max(shape.longest, prompt + req.params.max_new_tokens);
-    shape.samples += req.num_samples;
+    shape.samples += static_cast<int64_t>(requested_samples(req).size());
   }
   return shape;
 }
@@ -151,7 +158,7 @@ model::PagedKVCache make_pool(const model::CausalLM& model, int64_t block_size,
 std::vector<Sample> make_samples(const std::vector<GenerationRequest>& requests) {
   std::vector<Sample> samples;
   for (size_t r = 0; r < requests.size(); ++r) {
-    for (int s = 0; s < requests[r].num_samples; ++s) {
+    for (const int s : requested_samples(requests[r])) {
       Sample sample;
       sample.request = r;
       sample.index = s;
@@ -174,7 +181,8 @@ std::vector<GenerationResult> make_results(const std::vector<Sample>& samples) {
 std::vector<RequestState> make_request_states(const std::vector<GenerationRequest>& requests) {
   std::vector<RequestState> states(requests.size());
   for (size_t r = 0; r < requests.size(); ++r)
-    states[r].waiting = states[r].unfinished = requests[r].num_samples;
+    states[r].waiting = states[r].unfinished =
+        static_cast<int>(requested_samples(requests[r]).size());
   return states;
 }
 
@@ -184,7 +192,7 @@ class Scheduler {
  public:
   Scheduler(model::CausalLM& model, const tokenizer::Tokenizer* tokenizer,
             const EngineOptions& options, const std::vector<GenerationRequest>& requests,
-            const RunShape& shape, EngineStats& stats)
+            const RunShape& shape, EngineStats& stats, const ResultCallback& on_result)
       : model_(model),
         tokenizer_(tokenizer),
         options_(options),
@@ -197,7 +205,8 @@ class Scheduler {
         plan_(plan_pool(model, options, shape)),
         cache_(make_pool(model, options.block_size, plan_, shape, stats)),
         graphs_(model, cache_, options.max_batch, plan_.blocks_per_sequence, options.cuda_graphs),
-        progress_(options.show_progress, static_cast<int64_t>(requests.size())) {
+        progress_(options.show_progress, static_cast<int64_t>(requests.size())),
+        on_result_(on_result) {
     for (size_t i = 0; i < samples_.size(); ++i) waiting_.push_back(i);
   }
 
@@ -248,10 +257,15 @@ class Scheduler {
   std::vector<size_t> running_;  // in admission order: the newest is preempted first
   int64_t prompts_done_ = 0;
   ProgressLine progress_;
+  const ResultCallback& on_result_;
 };
 
 std::vector<GenerationResult> Scheduler::run() {
   while (true) {
+    if (options_.stop_requested && options_.stop_requested()) {
+      stats_.stopped = true;
+      break;
+    }
     admit_and_start();
     if (running_.empty()) {
       if (waiting_.empty()) break;
@@ -264,6 +278,12 @@ std::vector<GenerationResult> Scheduler::run() {
   progress_.finish(prompts_done_, stats_.generated_tokens);
   stats_.graph_captures = graphs_.captures();
   stats_.graph_replays = graphs_.replays();
+  if (stats_.stopped) {
+    std::vector<GenerationResult> finished;
+    for (size_t i = 0; i < results_.size(); ++i)
+      if (samples_[i].finished) finished.push_back(std::move(results_[i]));
+    return finished;
+  }
   return std::move(results_);
 }
 
@@ -545,6 +565,7 @@ bool Scheduler::accept(size_t id, const TokenChoice& choice) {
 void Scheduler::finish(size_t id, FinishReason reason) {
   auto& sample = samples_[id];
   auto& res = results_[id];
+  sample.finished = true;
   res.finish_reason = reason;
   res.seconds = std::chrono::duration<double>(Clock::now() - sample.start).count();
   if (tokenizer_) {
@@ -559,6 +580,7 @@ void Scheduler::finish(size_t id, FinishReason reason) {
   }
   cache_.release(sample.kv);
   if (--req_state_[sample.request].unfinished == 0) ++prompts_done_;
+  if (on_result_) on_result_(res);
 }
 
 void Scheduler::note_blocks() {
@@ -585,6 +607,13 @@ bool Scheduler::drop_kept_prompts() {
 
 }  // namespace
 
+std::vector<int> requested_samples(const GenerationRequest& request) {
+  if (!request.sample_indices.empty()) return request.sample_indices;
+  std::vector<int> all(static_cast<size_t>(std::max(request.num_samples, 0)));
+  for (size_t s = 0; s < all.size(); ++s) all[s] = static_cast<int>(s);
+  return all;
+}
+
 GenerationEngine::GenerationEngine(model::CausalLM& model,
                                    std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                                    EngineOptions options)
@@ -598,14 +627,14 @@ GenerationEngine::GenerationEngine(model::CausalLM& model,
 }
 
 std::vector<GenerationResult> GenerationEngine::generate(
-    const std::vector<GenerationRequest>& requests) {
+    const std::vector<GenerationRequest>& requests, const ResultCallback& on_result) {
   const auto t0 = Clock::now();
   stats_ = EngineStats{};
   validate(requests, model_, tokenizer_.get(), options_.max_seq_len);
   c10::InferenceMode inference;  // before the pool: its tensors are inference tensors
   const RunShape shape = measure(requests);
   if (shape.samples == 0) return {};
-  Scheduler scheduler(model_, tokenizer_.get(), options_, requests, shape, stats_);
+  Scheduler scheduler(model_, tokenizer_.get(), options_, requests, shape, stats_, on_result);
   auto results = scheduler.run();
   stats_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return results;

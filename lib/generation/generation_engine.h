@@ -33,6 +33,10 @@ constexpr EnumNames<FinishReason> enum_names(FinishReason) {
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;
   int num_samples = 1;  // n samples of this prompt
+  // When not empty: only these samples of the n, in increasing order (a resumed evaluation
+  // generates the samples it lacks). A sample's tokens depend on its index, not on which others
+  // run, so sample 5 alone is sample 5 of a full run.
+  std::vector<int> sample_indices;
   uint64_t seed = 0;
   SamplingParams params;
 };
@@ -62,6 +66,9 @@ struct EngineOptions {
   double gpu_memory_fraction = 0.9;  // CUDA default budget (vLLM's gpu_memory_utilization)
   bool share_prompts = true;         // samples of one prompt share its prefill and blocks
   bool cuda_graphs = true;  // CUDA: replay a captured graph per batch-size bucket for decode steps
+  // Polled between steps; when it says true, generate() returns the samples finished so far
+  // (stats().stopped is set): a signal's stop of a long evaluation (io/stop_request.h).
+  std::function<bool()> stop_requested;
 };
 
 // What the last generate() call did (for tests and benchmarks).
@@ -81,9 +88,17 @@ struct EngineStats {
   int64_t host_bytes = 0;           // bytes copied from the device to the host by sampling
   int64_t graph_captures = 0;       // CUDA graphs captured (one per batch-size bucket used)
   int64_t graph_replays = 0;        // decode steps run by replaying a graph
+  bool stopped = false;             // stop_requested ended the call before every sample finished
   double seconds = 0;
   int64_t peak_kv_bytes() const { return peak_blocks_in_use * kv_block_bytes; }
 };
+
+// Called on the generating thread as each sample ends (text decoded), in the order samples end:
+// for streaming results to disk while a long generation goes.
+using ResultCallback = std::function<void(const GenerationResult&)>;
+
+// The samples a request asks for: its sample_indices, or 0..num_samples-1.
+std::vector<int> requested_samples(const GenerationRequest& request);
 
 class GenerationEngine {
  public:
@@ -91,8 +106,10 @@ class GenerationEngine {
   GenerationEngine(model::CausalLM& model, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                    EngineOptions options = {});
 
-  // Results are ordered by (request_index, sample_index).
-  std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& requests);
+  // Results are ordered by (request_index, sample_index); on_result, when set, sees each as it
+  // ends. When stopped (EngineOptions::stop_requested), only the finished samples are returned.
+  std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& requests,
+                                         const ResultCallback& on_result = {});
 
   const EngineStats& stats() const { return stats_; }
 

@@ -24,14 +24,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
 // bf16 autocast on CUDA for the forward pass only (backward runs in the dtypes autocast chose).
 class AutocastScope {
  public:
@@ -156,6 +148,12 @@ io::Json Trainer::run_evaluation(int64_t step, const EvaluateFn& evaluate, std::
       io::Json logged = row;
       logged["step"] = step;
       metrics_.append("eval", logged);
+      if (progress_) {
+        io::Json latest = io::Json::object();
+        for (const auto& [key, value] : row.items())
+          if (value.is_number()) latest["eval_" + key] = value;
+        progress_->update(step, latest, /*force=*/true);
+      }
     }
   }
   comm_.barrier();
@@ -221,13 +219,14 @@ void Trainer::report_step(int64_t done, const StepOutcome& outcome, const Optimi
   row["target_tokens"] = outcome.target_tokens;
   row["tokens_per_second"] = tokens_per_second;
   row["step_seconds"] = step_seconds;
+  if (progress_) progress_->update(done, row);
   metrics_.append("train", row);
   if (progress_line && !outcome.text.empty()) metrics_.add_text("samples", outcome.text, done);
   if (progress_line && options_.show_progress && comm_.is_main())
     log << fmt::format(
                "step {}/{} | loss {:.4f}{} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | ETA {}\n",
                done, options_.steps, outcome.loss, outcome.progress, updates.last_lr(),
-               updates.last_grad_norm(), tokens_per_second, format_duration(eta))
+               updates.last_grad_norm(), tokens_per_second, io::format_duration(eta))
         << std::flush;
 }
 
@@ -258,6 +257,9 @@ TrainerResult Trainer::run(const StepFn& step_fn, const EvaluateFn& evaluate, st
   if (result.start_step > options_.steps)
     fail("--resume: the checkpoint is at step {}, past --steps {}", result.start_step,
          options_.steps);
+  if (comm_.is_main())
+    progress_ = std::make_unique<io::ProgressFile>(options_.out_dir, options_.tool, "steps",
+                                                   options_.steps, result.start_step);
   if (result.start_step == 0) result.last_eval = run_evaluation(0, evaluate, log);
 
   run_start_ = Clock::now();
@@ -303,11 +305,14 @@ TrainerResult Trainer::run(const StepFn& step_fn, const EvaluateFn& evaluate, st
   if (step < options_.steps) {
     result.stopped_by_signal = run.stop_for_signal(step, options_.steps, run_state(), log);
     result.last_checkpoint = run.last_checkpoint();
+    if (progress_) progress_->finish("stopped");
     return result;
   }
   if (step > result.start_step || result.start_step == options_.steps)
     result.last_eval = run_evaluation(step, evaluate, log);
   if (step > result.start_step) result.last_checkpoint = run.checkpoint(step, run_state());
+  // Training is over; the tool writes its outputs next (a failure there still marks it failed).
+  if (progress_) progress_->finish("done");
   optimizer_.unshard();  // the tools write the artifact from full fp32 weights
   return result;
 }

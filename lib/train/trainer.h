@@ -28,6 +28,7 @@
 #include "data/training_batches.h"
 #include "io/json_file.h"
 #include "io/options.h"
+#include "io/progress_file.h"
 #include "train/distributed.h"
 #include "train/lr_schedule.h"
 #include "train/shard_mode.h"
@@ -247,6 +248,8 @@ class Trainer {
   std::chrono::steady_clock::time_point run_start_;
   int64_t start_step_ = 0, run_tokens_ = 0;
   std::optional<StateBytes> state_bytes_;  // measured by the run's first update
+  // OUT/progress.json on the main process (io/progress_file.h), for `rqat status`.
+  std::unique_ptr<io::ProgressFile> progress_;
 };
 
 }  // namespace rqat::train

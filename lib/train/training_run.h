@@ -14,7 +14,7 @@
 #include "io/json_file.h"
 #include "train/distributed.h"
 #include "train/step_metrics_log.h"
-#include "train/stop_request.h"
+#include "io/stop_request.h"
 #include "train/training_optimizer.h"
 
 namespace rqat::train {
@@ -60,7 +60,7 @@ class TrainingRun {
   int keep_checkpoints_;
   std::string tool_;
   std::filesystem::path last_checkpoint_;
-  StopRequest stop_;
+  io::StopRequest stop_;
 };
 
 // The first key (a dotted path) whose value differs between two fingerprints, "" when equal.

@@ -1,14 +1,18 @@
-"""The trainers' TensorBoard event files (OUT/tb, train/step_metrics_log.h), read back with the tensorboard package's
-own readers:
+"""The TensorBoard event files of the trainers (OUT/tb, train/step_metrics_log.h) and of eval-math
+(eval/run/eval_tensorboard.h), read back with the tensorboard package's own readers:
   - qat-kd (with held-out evaluation) and grpo: every number of metrics.h5, each series' columns, is a scalar
     "<series>/<column>" of the event files at the same steps with the same value (as float32, the type event files
     store scalars in: float equality);
-  - the run's settings are in the text tab, and GRPO's sampled completions with their rewards at the logged steps;
+  - eval-math: every number of results.h5 (one row per sample) is "samples/<column>" at step = its row, summary.json's
+    overall metrics are "summary/<metric>", the live generation numbers are there once per finished sample;
+  - the run's settings are in the text tab, and sampled completions with their rewards (GRPO at the logged steps,
+    eval-math at the end);
   - every record passes tensorboard's CRC check;
   - --no-tensorboard writes no event file.
-Needs RQAT_BIN (qat-kd and grpo beside it), the tensorboard and h5py packages.
+Needs RQAT_BIN (qat-kd, grpo and eval-math beside it), the tensorboard and h5py packages.
 """
 
+import json
 import os
 import pathlib
 
@@ -117,3 +121,47 @@ def test_no_tensorboard_writes_no_event_file(work):
         "--group-size", "32", "--steps", "1", "--batch-size", "2", "--device", "cpu", "--threads", "1",
         "--no-tensorboard")
     assert (out / "metrics.h5").exists() and not (out / "tb").exists()
+
+
+def test_eval_math_logs_results_and_samples(work, tmp_path):
+    root, model = work
+    out = tmp_path / "eval"
+    run(APPS / "eval-math", "--model", model, "--out", out, "--benchmark", "tiny", "--data",
+        root / "task" / "test.jsonl", "--instruction", "", "--n", "3", "--temperature", "0.8", "--max-new-tokens",
+        "40", "--reward", "math_boxed+format_last_box", "--threads", "1", "--quiet", "--device", "cpu")
+    acc = accumulator(out)
+    tags = set(acc.Tags()["scalars"])
+    compared = 0
+    # Every number of results.h5 (one row per sample) at step = its row, as float32.
+    with h5py.File(out / "results.h5", "r") as f:
+        for column in f["samples"]:
+            values = f["samples"][column][()]
+            if values.dtype.kind not in "if":
+                continue
+            events = acc.Scalars(f"samples/{column}")
+            assert [e.step for e in events] == list(range(len(values))), column
+            assert [np.float32(e.value) for e in events] == values.astype(np.float32).tolist(), column
+            compared += len(events)
+    assert compared >= 12 * 7  # 4 problems x 3 samples, 7 numeric columns (reward among them)
+    # summary.json's overall metrics at step = the number of samples.
+    metrics = json.loads((out / "summary.json").read_text())["metrics"]
+    for key in ("pass@1", "mean_tokens", "truncated_share", "mean_reward"):
+        events = acc.Scalars(f"summary/{key}")
+        assert [(e.step, np.float32(e.value)) for e in events] == [(12, np.float32(metrics[key]))], key
+    assert acc.Scalars("summary/pass@k/2")[0].value == np.float32(metrics["pass@k"]["2"])
+    # Live numbers as samples finished: one per sample.
+    assert [e.step for e in acc.Scalars("generation/mean_tokens")] == list(range(1, 13))
+    assert {"generation/tokens_per_second", "generation/truncated_share"} <= tags
+    settings = text(acc, "settings")
+    assert len(settings) == 1 and '"benchmark": "tiny"' in settings[0][1]
+    samples = text(acc, "samples")
+    assert len(samples) == 1 and samples[0][0] == 12 and samples[0][1].count("reward") == 4, samples
+
+
+def test_eval_math_no_tensorboard(work, tmp_path):
+    root, model = work
+    out = tmp_path / "eval"
+    run(APPS / "eval-math", "--model", model, "--out", out, "--benchmark", "tiny", "--data",
+        root / "task" / "test.jsonl", "--instruction", "", "--max-new-tokens", "8", "--threads", "1", "--quiet",
+        "--no-tensorboard")
+    assert (out / "results.h5").exists() and not (out / "tb").exists()

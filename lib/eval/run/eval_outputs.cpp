@@ -68,8 +68,9 @@ void write_samples_jsonl(const std::filesystem::path& path, const EvalRunOptions
   });
 }
 
-void write_results_h5(const std::filesystem::path& path, const EvalRunOptions& options,
-                      const EvalRecords& records) {
+}  // namespace
+
+io::Hdf5Columns results_columns(const EvalRunOptions& options, const EvalRecords& records) {
   const auto& results = *records.results;
   std::vector<int64_t> problem_index, sample_index, correct, tokens, truncated;
   std::vector<double> seconds;
@@ -106,10 +107,8 @@ void write_results_h5(const std::filesystem::path& path, const EvalRunOptions& o
   h5.set_attribute("tool", "eval-math");
   h5.set_attribute("benchmark", options.benchmark.name);
   h5.set_attribute("model", options.model_dir.string());
-  h5.write(path);
+  return h5;
 }
-
-}  // namespace
 
 std::vector<GradedSample> graded_samples(const EvalRecords& records) {
   std::vector<GradedSample> graded;
@@ -142,12 +141,7 @@ io::Json model_quantization(const std::filesystem::path& model_dir) {
   return nullptr;
 }
 
-void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
-                        const EvalSummary& summary) {
-  std::filesystem::create_directories(options.out_dir);
-  write_samples_jsonl(options.out_dir / "samples.jsonl", options, records);
-  write_results_h5(options.out_dir / "results.h5", options, records);
-
+io::Json eval_config_json(const EvalRunOptions& options) {
   io::Json config;
   config["benchmark"] = options.benchmark.name;
   config["data"] = options.data_path.string();
@@ -158,6 +152,16 @@ void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& record
   config["sampling"] = io::options_json(options.sampling);
   config["dtype"] = std::string(c10::toString(options.dtype));
   config["device"] = options.device.str();
+  return config;
+}
+
+void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
+                        const EvalSummary& summary) {
+  std::filesystem::create_directories(options.out_dir);
+  write_samples_jsonl(options.out_dir / "samples.jsonl", options, records);
+  results_columns(options, records).write(options.out_dir / "results.h5");
+
+  const io::Json config = eval_config_json(options);
 
   io::Json summary_file = config;
   summary_file["metrics"] = summary_json(summary);

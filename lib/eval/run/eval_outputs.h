@@ -14,6 +14,7 @@
 #include "eval/run/evaluate.h"
 #include "eval/sample_summary.h"
 #include "generation/generation_engine.h"
+#include "io/hdf5_columns.h"
 #include "io/json_file.h"
 
 namespace rqat::eval {
@@ -35,6 +36,13 @@ std::vector<GradedSample> graded_samples(const EvalRecords& records);
 // The quantization a model directory carries: its manifest's config.quant (written by ptq and
 // the QAT tools), else config.json's quantization_config, else null (full precision).
 io::Json model_quantization(const std::filesystem::path& model_dir);
+
+// The settings that made the run (summary.json and the manifest's config): benchmark, data, limit,
+// model, quantization, prompt, sampling, dtype, device.
+io::Json eval_config_json(const EvalRunOptions& options);
+
+// results.h5's columns: samples/<field>, one row per sample in (problem, sample) order.
+io::Hdf5Columns results_columns(const EvalRunOptions& options, const EvalRecords& records);
 
 void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
                         const EvalSummary& summary);

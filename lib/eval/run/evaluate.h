@@ -62,6 +62,10 @@ struct EvalRunOptions {
   c10::Device device = c10::kCPU;
   bool dequantize = false;  // GPTQ checkpoints: dequantize at load (default: packed kernels)
   bool show_progress = true;
+  bool tensorboard = true;  // OUT/tb event files (eval/run/eval_tensorboard.h)
+  // OUT/progress.json for `rqat status`, and OUT/samples.partial.jsonl, from which a killed run
+  // continues (eval/run/partial_samples.h). Off for the trainers' in-memory evaluations.
+  bool stage_files = true;
   // An already loaded model to evaluate instead of loading model_dir's weights (model_dir still
   // gives the tokenizer and chat template): the trainers evaluate their student in memory.
   model::CausalLM* model = nullptr;

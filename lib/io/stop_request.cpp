@@ -1,14 +1,15 @@
-#include "train/stop_request.h"
+#include "io/stop_request.h"
 
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 
-namespace rqat::train {
+namespace rqat::io {
 namespace {
 
 std::atomic<int> g_signal{0};
+std::atomic<const char*> g_message{""};
 struct sigaction g_previous_term, g_previous_int, g_previous_usr1;
 
 void on_signal(int number) {
@@ -16,14 +17,20 @@ void on_signal(int number) {
     // Second signal: the user insists. _exit is async-signal-safe; 128 + n is the shell convention.
     _exit(128 + number);
   }
-  static const char message[] = "\nsignal received: stopping after this step (checkpoint)\n";
-  (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
+  static const char prefix[] = "\nsignal received: ";
+  const char* message = g_message.load();
+  size_t length = 0;
+  while (message[length] != '\0') ++length;  // strlen is not async-signal-safe by POSIX's list
+  (void)!write(STDERR_FILENO, prefix, sizeof(prefix) - 1);
+  (void)!write(STDERR_FILENO, message, length);
+  (void)!write(STDERR_FILENO, "\n", 1);
 }
 
 }  // namespace
 
-StopRequest::StopRequest() {
+StopRequest::StopRequest(const char* message) {
   g_signal = 0;
+  g_message = message;
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -43,4 +50,4 @@ bool StopRequest::requested() const { return g_signal.load() != 0; }
 int StopRequest::signal() const { return g_signal.load(); }
 void StopRequest::simulate(int signal_number) { g_signal = signal_number; }
 
-}  // namespace rqat::train
+}  // namespace rqat::io
