@@ -310,3 +310,54 @@ TEST_CASE("plan.json round-trips") {
   REQUIRE(back.stages.size() == plan.stages.size());
   CHECK(back.stages[5].point == plan.stages[5].point);
 }
+
+TEST_CASE("findings: arms read, checked against the expanded stages, carried in plan.json") {
+  TempDir dir("exp-findings");
+  const std::string yaml = kSweep + R"yaml(  eval_qat:
+    tool: eval-math
+    inputs: {model: qat}
+findings:
+  kd_beats_sft:
+    claim: "KD beats SFT (Reasoning-QAT)"
+    higher: {stage: eval_qat, where: {objective: kd}}
+    lower: {stage: eval_qat, where: {objective: sft}}
+  grpo_after_kd:
+    metric: reward
+    higher: {stage: eval_grpo}
+    lower: {stage: eval_qat, where: {objective: kd}}
+)yaml";
+  const auto plan = plan_of(dir, yaml);
+  REQUIRE(plan.findings.size() == 2);
+  const auto& kd = plan.findings[0];
+  CHECK(kd.name == "kd_beats_sft");
+  CHECK(kd.claim == "KD beats SFT (Reasoning-QAT)");
+  CHECK(kd.metric == "accuracy");
+  CHECK(kd.higher.stage == "eval_qat");
+  CHECK(kd.higher.where == std::vector<std::pair<std::string, std::string>>{{"objective", "kd"}});
+  CHECK(plan.findings[1].metric == "reward");
+  CHECK(plan.findings[1].higher.where.empty());
+  // plan.json keeps them for `rqat report`.
+  write_plan(dir / "plan.json", plan);
+  const auto back = read_plan(dir / "plan.json");
+  REQUIRE(back.findings.size() == 2);
+  CHECK(back.findings[1].lower.where == plan.findings[1].lower.where);
+  CHECK(back.findings[0].claim == kd.claim);
+
+  const auto file = (dir / "exp.yaml").string();
+  auto fails = [&](const std::string& findings, std::initializer_list<std::string> needles) {
+    require_error([&] { plan_of(dir, kSweep + "findings:\n" + findings); }, needles);
+  };
+  fails("  f: {higher: {stage: nope}, lower: {stage: eval_grpo}}\n",
+        {file + ":", "findings.f.higher.stage", "no stage 'nope'"});
+  fails("  f: {higher: {stage: eval_grpo}}\n", {"findings.f", "missing 'lower'"});
+  fails("  f: {metric: pass, higher: {stage: eval_grpo}, lower: {stage: eval_grpo}}\n",
+        {"findings.f.metric", "unknown metric 'pass'"});
+  fails("  f: {higher: {stage: qat}, lower: {stage: eval_grpo}}\n",
+        {"findings.f.higher.stage", "runs qat-sft, not eval-math"});
+  fails("  f: {higher: {stage: eval_grpo, where: {colour: red}}, lower: {stage: eval_grpo}}\n",
+        {"findings.f.higher.where.colour", "not a sweep variable"});
+  fails("  f: {higher: {stage: eval_grpo, where: {objective: sft}}, lower: {stage: eval_grpo}}\n",
+        {"findings.f.higher", "no instance of stage 'eval_grpo' has these values"});
+  fails("  f: {higher: {stage: eval_grpo}, lower: {stage: eval_grpo}, note: x}\n",
+        {"findings.f.note", "unknown key"});
+}

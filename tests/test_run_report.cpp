@@ -372,3 +372,155 @@ TEST_CASE("bad run directories and files give one-line errors naming them") {
   rqat::test::write_bytes(run.dir / "eval" / "summary.json", "{\"metrics\": {}}");
   rqat::test::require_error([&] { collect_run_report(run.dir); }, {"summary.json", "pass@1"});
 }
+
+namespace {
+
+// samples.jsonl with `correct[problem][sample]` (and a reward of 1.1 for a correct sample, 0.1
+// else).
+void write_samples(const fs::path& dir, const std::vector<std::vector<int>>& correct) {
+  fs::create_directories(dir);
+  std::string text;
+  for (size_t p = 0; p < correct.size(); ++p)
+    for (size_t s = 0; s < correct[p].size(); ++s)
+      text += Json{{"id", "p" + std::to_string(p)},
+                   {"sample", s},
+                   {"correct", correct[p][s] == 1},
+                   {"reward", correct[p][s] == 1 ? 1.1 : 0.1}}
+                  .dump() +
+              "\n";
+  rqat::test::write_bytes(dir / "samples.jsonl", text);
+}
+
+// The closed form the report must reproduce: per problem the share correct, d = higher - lower
+// (averaged over pairs), mean d and sd(d) / sqrt(n) with the n - 1 sample standard deviation.
+std::pair<double, double> closed_form(const std::vector<std::vector<double>>& d_per_pair) {
+  const size_t n = d_per_pair.front().size();
+  std::vector<double> d(n, 0.0);
+  for (const auto& pair : d_per_pair)
+    for (size_t i = 0; i < n; ++i) d[i] += pair[i] / static_cast<double>(d_per_pair.size());
+  double mean = 0;
+  for (double v : d) mean += v / static_cast<double>(n);
+  double squares = 0;
+  for (double v : d) squares += (v - mean) * (v - mean);
+  return {mean, std::sqrt(squares / static_cast<double>(n - 1)) / std::sqrt(static_cast<double>(n))};
+}
+
+}  // namespace
+
+TEST_CASE("paired_difference: the mean and paired SE of per-problem differences (closed form)") {
+  // 5 problems x 2 samples: shares 1, .5, 0, 1, .5 against .5, 0, 0, 1, 0.
+  const ProblemScores high = {{"a", 1.0}, {"b", 0.5}, {"c", 0.0}, {"d", 1.0}, {"e", 0.5}};
+  const ProblemScores low = {{"a", 0.5}, {"b", 0.0}, {"c", 0.0}, {"d", 1.0}, {"e", 0.0}};
+  const auto d = paired_difference({{high, low}});
+  CHECK(d.pairs == 1);
+  CHECK(d.problems == 5);
+  CHECK(d.difference == Approx(0.3).epsilon(1e-12));
+  // d = .5 .5 0 0 .5: squares about 0.3 sum to 0.3, sd = sqrt(0.3 / 4), SE = sd / sqrt(5).
+  CHECK(d.standard_error == Approx(std::sqrt(0.3 / 4) / std::sqrt(5.0)).epsilon(1e-12));
+  CHECK(finding_verdict(d.difference, d.standard_error) == "shown");  // z = 2.449
+  CHECK(finding_verdict(-d.difference, d.standard_error) == "refuted");
+  CHECK(finding_verdict(0.19, 0.1) == "undecided");
+  CHECK(finding_verdict(0.2, 0.1) == "shown");  // exactly 2 SE decides
+  CHECK(finding_verdict(0.01, 0.0) == "shown");
+  CHECK(finding_verdict(0.0, 0.0) == "undecided");
+  // A 3-point difference is 2 SE at n (SE / 0.015)^2 problems: 5 x (0.12247 / 0.015)^2 = 333.3.
+  CHECK(problems_to_decide(d, 3.0) == 334);
+
+  // The paired SE is below the SE of two independent means when the arms agree on what is hard.
+  auto se_of = [](const ProblemScores& s) {
+    double mean = 0, squares = 0;
+    for (const auto& [id, v] : s) mean += v / static_cast<double>(s.size());
+    for (const auto& [id, v] : s) squares += (v - mean) * (v - mean);
+    return std::sqrt(squares / static_cast<double>(s.size() - 1)) / std::sqrt(double(s.size()));
+  };
+  CHECK(d.standard_error < std::hypot(se_of(high), se_of(low)));
+
+  // Problems missing on either side are left out; none in common is an error.
+  const auto partial = paired_difference({{high, {{"a", 0.0}, {"b", 0.0}, {"z", 1.0}}}});
+  CHECK(partial.problems == 2);
+  CHECK(partial.difference == Approx(0.75));
+  rqat::test::require_error([&] { paired_difference({{high, {{"z", 1.0}}}}); }, {"share no problem"});
+}
+
+TEST_CASE("findings in the report: pairs matched on the other sweep values, verdicts, not run") {
+  rqat::test::TempDir tmp("findings");
+  FakeRun run(tmp.path() / "run");
+  run.plan.sweep_variables = {"bits", "objective"};
+  // eval_qat for bits 2, 3 x objective kd, sft; eval_teacher once.
+  std::mt19937 rng(20261204);
+  std::bernoulli_distribution coin(0.5);
+  std::map<std::string, std::vector<std::vector<int>>> outcomes;
+  const int problems = 40, samples = 3;
+  for (const std::string bits : {"2", "3"})
+    for (const std::string objective : {"kd", "sft"}) {
+      const std::string id = "eval_qat.bits-" + bits + ".objective-" + objective;
+      auto& s = run.add(id, "eval-math", eval_argv(run.dir / "m", "tiny"));
+      s.point = {{"bits", bits}, {"objective", objective}};
+      std::vector<std::vector<int>> correct(problems, std::vector<int>(samples));
+      for (auto& p : correct)
+        for (auto& c : p) c = coin(rng) ? 1 : 0;
+      outcomes[id] = correct;
+      write_samples(run.dir / id, correct);
+    }
+  run.add("eval_teacher", "eval-math", eval_argv(run.dir / "t", "tiny"));
+  std::vector<std::vector<int>> teacher(problems, std::vector<int>(samples, 1));
+  write_samples(run.dir / "eval_teacher", teacher);
+  outcomes["eval_teacher"] = teacher;
+  auto& missing = run.add("eval_grpo.bits-2.objective-kd", "eval-math", eval_argv(run.dir / "g", "tiny"));
+  missing.point = {{"bits", "2"}, {"objective", "kd"}};
+
+  run.plan.findings = {
+      {"kd_vs_sft", "KD beats SFT", "accuracy", {"eval_qat", {{"objective", "kd"}}},
+       {"eval_qat", {{"objective", "sft"}}}},
+      {"teacher_vs_qat", "QAT loses to the teacher", "reward", {"eval_teacher", {}},
+       {"eval_qat", {}}},
+      {"grpo", "GRPO after KD", "accuracy", {"eval_grpo", {}}, {"eval_qat", {{"objective", "kd"}}}}};
+  run.write_plan_file();
+  const auto report = collect_run_report(run.dir);
+  REQUIRE(report.findings.size() == 3);
+
+  auto share = [&](const std::string& id, int p, bool reward) {
+    double sum = 0;
+    for (int c : outcomes[id][p]) sum += reward ? (c ? 1.1 : 0.1) : c;
+    return sum / samples;
+  };
+  // KD vs SFT: 2 pairs (bits 2 and 3), never across bits.
+  std::vector<std::vector<double>> kd_sft;
+  for (const std::string bits : {"2", "3"}) {
+    std::vector<double> d;
+    for (int p = 0; p < problems; ++p)
+      d.push_back(share("eval_qat.bits-" + bits + ".objective-kd", p, false) -
+                  share("eval_qat.bits-" + bits + ".objective-sft", p, false));
+    kd_sft.push_back(d);
+  }
+  const auto [mean, se] = closed_form(kd_sft);
+  const auto& kd = report.findings[0];
+  REQUIRE(kd.difference.has_value());
+  CHECK(kd.difference->pairs == 2);
+  CHECK(kd.difference->problems == problems);
+  CHECK(kd.difference->difference == Approx(mean).margin(1e-12));
+  CHECK(kd.difference->standard_error == Approx(se).epsilon(1e-12));
+  CHECK(kd.verdict == finding_verdict(mean, se));
+  // The teacher pairs with every eval_qat instance (it has no sweep values), on the reward.
+  std::vector<std::vector<double>> teacher_qat;
+  for (const auto& [id, correct] : outcomes) {
+    if (id == "eval_teacher") continue;
+    std::vector<double> d;
+    for (int p = 0; p < problems; ++p) d.push_back(share("eval_teacher", p, true) - share(id, p, true));
+    teacher_qat.push_back(d);
+  }
+  const auto [t_mean, t_se] = closed_form(teacher_qat);
+  const auto& tq = report.findings[1];
+  CHECK(tq.difference->pairs == 4);
+  CHECK(tq.difference->difference == Approx(t_mean).margin(1e-12));
+  CHECK(tq.difference->standard_error == Approx(t_se).epsilon(1e-12));
+  CHECK(tq.verdict == "shown");
+  CHECK(report.findings[2].verdict == "not run");
+  CHECK_THAT(report.findings[2].note, Catch::Contains("eval_grpo.bits-2.objective-kd"));
+
+  const std::string markdown = report_markdown(report);
+  CHECK_THAT(markdown, Catch::Contains("## Findings"));
+  CHECK_THAT(markdown, Catch::Contains("| kd_vs_sft | KD beats SFT | accuracy | 2 | 40 |"));
+  write_report_files(report);
+  CHECK(fs::exists(run.dir / "findings.csv"));
+}

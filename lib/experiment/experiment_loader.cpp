@@ -519,6 +519,32 @@ ExperimentPlan load_experiment_plan(const PlanOptions& options) {
   return load_experiment_plan_from_text(read_experiment_text(options.experiment_file), options);
 }
 
+namespace {
+
+// A finding's arm names sweep variables and matches at least one eval-math instance.
+void check_finding_arm(const ExperimentSource& source, const ExperimentPlan& plan,
+                       const FindingArm& arm, const LocatedValue& at) {
+  for (const auto& [variable, value] : arm.where)
+    if (std::find(plan.sweep_variables.begin(), plan.sweep_variables.end(), variable) ==
+        plan.sweep_variables.end())
+      source.fail_at(at.path + ".where." + variable, at.node["where"][variable],
+                     fmt::format("'{}' is not a sweep variable (sweep: {})", variable,
+                                 fmt::join(plan.sweep_variables, ", ")));
+  int matches = 0;
+  for (const auto& s : plan.stages) {
+    if (s.stage != arm.stage) continue;
+    if (s.tool != "eval-math")
+      source.fail_at(at.path + ".stage", at.node["stage"],
+                     fmt::format("stage '{}' runs {}, not eval-math", arm.stage, s.tool));
+    matches += instance_matches(s, arm.where) ? 1 : 0;
+  }
+  if (matches == 0)
+    source.fail_at(at.path, at.node, fmt::format("no instance of stage '{}' has these values",
+                                                 arm.stage));
+}
+
+}  // namespace
+
 ExperimentPlan load_experiment_plan_from_text(const std::string& yaml_text,
                                               const PlanOptions& options) {
   const ExperimentSource source(options.experiment_file, yaml_text, options.overrides,
@@ -545,6 +571,11 @@ ExperimentPlan load_experiment_plan_from_text(const std::string& yaml_text,
   state.point_instances.resize(state.points.size());
   for (const auto& stage : spec.stages) expand_stage(state, stage);
   check_distinct_outputs(plan);
+  for (const auto& finding : spec.findings) {
+    check_finding_arm(source, plan, finding.finding.higher, finding.higher);
+    check_finding_arm(source, plan, finding.finding.lower, finding.lower);
+    plan.findings.push_back(finding.finding);
+  }
   return plan;
 }
 

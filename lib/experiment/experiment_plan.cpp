@@ -1,5 +1,7 @@
 #include "experiment/experiment_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "io/error.h"
@@ -38,6 +40,14 @@ const std::vector<ResourceField>& slurm_resource_fields() {
   return fields;
 }
 
+bool instance_matches(const StageInstance& instance,
+                      const std::vector<std::pair<std::string, std::string>>& where) {
+  return std::all_of(where.begin(), where.end(), [&](const auto& condition) {
+    return std::find(instance.point.begin(), instance.point.end(), condition) !=
+           instance.point.end();
+  });
+}
+
 bool takes_resume(const StageInstance& stage) {
   return stage.program == "qat-sft" || stage.program == "qat-kd" || stage.program == "grpo";
 }
@@ -67,6 +77,20 @@ SlurmResources resources_from_json(const io::Json& j) {
   return r;
 }
 
+io::Json arm_to_json(const FindingArm& arm) {
+  io::Json where = io::Json::object();
+  for (const auto& [key, value] : arm.where) where[key] = value;
+  return {{"stage", arm.stage}, {"where", where}};
+}
+
+FindingArm arm_from_json(const io::Json& j) {
+  FindingArm arm;
+  arm.stage = j.at("stage").get<std::string>();
+  const io::Json where = j.value("where", io::Json::object());  // items() needs it alive
+  for (const auto& [key, value] : where.items()) arm.where.emplace_back(key, value.get<std::string>());
+  return arm;
+}
+
 }  // namespace
 
 io::Json plan_to_json(const ExperimentPlan& plan) {
@@ -87,13 +111,21 @@ io::Json plan_to_json(const ExperimentPlan& plan) {
                       {"location", s.location.to_string()},
                       {"missing_paths", s.missing_paths}});
   }
+  io::Json findings = io::Json::array();
+  for (const auto& f : plan.findings)
+    findings.push_back({{"name", f.name},
+                        {"claim", f.claim},
+                        {"metric", f.metric},
+                        {"higher", arm_to_json(f.higher)},
+                        {"lower", arm_to_json(f.lower)}});
   return {{"name", plan.name},
           {"description", plan.description},
           {"experiment_file", plan.experiment_file.string()},
           {"run_dir", plan.run_dir.string()},
           {"sweep_variables", plan.sweep_variables},
           {"slurm_setup", plan.slurm_setup},
-          {"stages", stages}};
+          {"stages", stages},
+          {"findings", findings}};
 }
 
 ExperimentPlan plan_from_json(const io::Json& json) {
@@ -121,6 +153,16 @@ ExperimentPlan plan_from_json(const io::Json& json) {
       s.location.file = j.value("location", "");
       s.missing_paths = j.value("missing_paths", std::vector<std::string>{});
       plan.stages.push_back(std::move(s));
+    }
+    const io::Json findings = json.value("findings", io::Json::array());
+    for (const auto& j : findings) {
+      Finding f;
+      f.name = j.at("name").get<std::string>();
+      f.claim = j.value("claim", "");
+      f.metric = j.value("metric", f.metric);
+      f.higher = arm_from_json(j.at("higher"));
+      f.lower = arm_from_json(j.at("lower"));
+      plan.findings.push_back(std::move(f));
     }
   } catch (const io::Json::exception& e) {
     fail("plan.json: {}", e.what());

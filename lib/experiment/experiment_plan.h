@@ -68,6 +68,20 @@ struct StageInstance {
   std::vector<std::string> missing_paths;
 };
 
+// A finding of the papers that a run decides (docs/experiments.md, "Findings"): `rqat report`
+// compares the eval-math instances of `higher` with those of `lower`, paired problem by problem,
+// and says whether the run shows the paper's claim that `higher` scores more.
+struct FindingArm {
+  std::string stage;  // an eval-math stage of the experiment
+  std::vector<std::pair<std::string, std::string>> where;  // sweep variable -> value (all must hold)
+};
+struct Finding {
+  std::string name;
+  std::string claim;                // the paper's words, for the report
+  std::string metric = "accuracy";  // per problem: the share of correct samples, or "reward"
+  FindingArm higher, lower;
+};
+
 struct ExperimentPlan {
   std::string name;
   std::string description;
@@ -76,9 +90,14 @@ struct ExperimentPlan {
   std::vector<std::string> sweep_variables;  // grid then zip names, in the order written
   std::vector<std::string> slurm_setup;      // shell lines from slurm.setup
   std::vector<StageInstance> stages;         // dependency order (inputs first)
+  std::vector<Finding> findings;             // in file order
 
   const StageInstance* find(const std::string& id) const;
 };
+
+// Whether the instance's sweep point has every (variable, value) of `where`.
+bool instance_matches(const StageInstance& instance,
+                      const std::vector<std::pair<std::string, std::string>>& where);
 
 // Tools that checkpoint and continue with --resume (docs/qat.md, docs/grpo.md): `rqat run` and
 // the SLURM scripts add it when the stage's directory holds a checkpoint.

@@ -17,8 +17,8 @@ namespace rqat::experiment {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",  "description", "out",   "vars",
-                                           "sweep", "defaults",    "slurm", "stages"};
+const std::vector<std::string> kTopKeys = {"name",     "description", "out",    "vars",    "sweep",
+                                           "defaults", "slurm",       "stages", "findings"};
 const std::vector<std::string> kStageKeys = {"tool",  "args", "inputs",    "positional",
                                              "label", "only", "resources", "description"};
 
@@ -329,6 +329,65 @@ const std::vector<std::string>& resource_keys() {
   return keys;
 }
 
+namespace {
+
+FindingArm read_arm(const ExperimentSource& source, const std::string& path, const YAML::Node& node,
+                    const std::vector<StageSpec>& stages) {
+  check_keys(source, path, node, {"stage", "where"});
+  if (!node["stage"]) source.fail_at(path, node, "missing 'stage' (an eval-math stage)");
+  FindingArm arm;
+  arm.stage = scalar_text(source, path + ".stage", node["stage"]);
+  if (std::none_of(stages.begin(), stages.end(),
+                   [&](const StageSpec& s) { return s.name == arm.stage; }))
+    source.fail_at(path + ".stage", node["stage"],
+                   fmt::format("no stage '{}' in this experiment", arm.stage));
+  if (const YAML::Node where = node["where"]; where && !where.IsNull())
+    for (const auto& [variable, value] : named_values(source, path + ".where", where))
+      arm.where.emplace_back(variable, scalar_text(source, value.path, value.node));
+  return arm;
+}
+
+// findings: {NAME: {claim, metric, higher: {stage, where}, lower: {stage, where}}}
+std::vector<FindingSpec> read_findings(const ExperimentSource& source, const YAML::Node& node,
+                                       const std::vector<StageSpec>& stages) {
+  require_map(source, "findings", node);
+  std::vector<FindingSpec> findings;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string name = it->first.Scalar();
+    const std::string path = "findings." + name;
+    if (!valid_name(name, false))
+      source.fail_at(path, it->first, "a finding's name is letters, digits, '-' and '_'");
+    const YAML::Node& f = it->second;
+    require_map(source, path, f);
+    check_keys(source, path, f, {"claim", "metric", "higher", "lower"});
+    FindingSpec spec;
+    spec.key = {path, it->first};
+    spec.finding.name = name;
+    if (f["claim"]) spec.finding.claim = scalar_text(source, path + ".claim", f["claim"]);
+    if (f["metric"]) {
+      spec.finding.metric = scalar_text(source, path + ".metric", f["metric"]);
+      if (spec.finding.metric != "accuracy" && spec.finding.metric != "reward")
+        source.fail_at(path + ".metric", f["metric"],
+                       fmt::format("unknown metric '{}' (expected accuracy or reward)",
+                                   spec.finding.metric));
+    }
+    for (const char* arm : {"higher", "lower"}) {
+      if (!f[arm])
+        source.fail_at(path, it->first,
+                       fmt::format("missing '{}' (the arm the paper says scores {})", arm, arm));
+      require_map(source, path + "." + arm, f[arm]);
+    }
+    spec.finding.higher = read_arm(source, path + ".higher", f["higher"], stages);
+    spec.finding.lower = read_arm(source, path + ".lower", f["lower"], stages);
+    spec.higher = {path + ".higher", f["higher"]};
+    spec.lower = {path + ".lower", f["lower"]};
+    findings.push_back(std::move(spec));
+  }
+  return findings;
+}
+
+}  // namespace
+
 ExperimentSpec read_experiment_spec(const ExperimentSource& source) {
   const YAML::Node& root = source.root();
   check_keys(source, "", root, kTopKeys);
@@ -395,6 +454,8 @@ ExperimentSpec read_experiment_spec(const ExperimentSource& source) {
         collect_stage_references(source, value, spec.vars, stage.depends_on);
   }
   spec.stages = order_stages(source, std::move(read));
+  if (const YAML::Node findings = root["findings"]; findings && !findings.IsNull())
+    spec.findings = read_findings(source, findings, spec.stages);
   return spec;
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "experiment/experiment_plan.h"
 #include "experiment/experiment_source.h"
 #include "experiment/sweep.h"
 
@@ -47,6 +48,14 @@ struct StageSpec {
   std::vector<std::string> depends_on;  // stages named by inputs or ${stage:NAME}
 };
 
+// A `findings:` entry with where it stands in the file (the loader checks its arms against the
+// expanded stages and names this place when one matches nothing).
+struct FindingSpec {
+  Finding finding;
+  LocatedValue key;
+  LocatedValue higher, lower;  // the arms' nodes
+};
+
 struct ExperimentSpec {
   std::string name;
   std::string description;
@@ -58,6 +67,7 @@ struct ExperimentSpec {
   std::map<std::string, NamedValues> slurm_tools;
   std::vector<std::string> slurm_setup;
   std::vector<StageSpec> stages;  // dependency order; file order where free
+  std::vector<FindingSpec> findings;
 };
 
 // The resource keys of `resources`, slurm.default and slurm.tools.<tool>.

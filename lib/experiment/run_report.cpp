@@ -425,6 +425,7 @@ RunReport collect_run_report(const fs::path& run_dir) {
   report.run_dir = run_dir;
   for (const auto& s : plan.stages) report.stages.push_back(stage_report(run_dir, s));
   report.results = results_table(plan, run_dir, report.stages, report.notes);
+  report.findings = evaluate_findings(plan, run_dir);
   return report;
 }
 
@@ -556,6 +557,16 @@ std::string report_markdown(const RunReport& report) {
         "standard error of the difference of two independent scores, sqrt(SE_a² + SE_b²), about "
         "1.4 x one score's. A difference under two of them is within noise.\n";
   }
+  if (!report.findings.empty()) {
+    text += "\n## Findings\n\n";
+    text += markdown_table(findings_table_cells(report.findings));
+    text +=
+        "\nEach finding: the arm the paper says scores higher minus the other, in points, paired "
+        "problem by problem (instances matched on their other sweep values), ± the paired standard "
+        "error sd(d)/sqrt(problems). shown: at least 2 SE in the paper's direction; refuted: at "
+        "least 2 SE against it; undecided: neither. The last column: problems at which a 3-point "
+        "difference would be 2 SE, at the spread this run measured.\n";
+  }
   text += "\n## Stages\n\n";
   text += markdown_table(stage_table_cells(report.stages));
   if (!report.notes.empty()) {
@@ -573,6 +584,9 @@ void write_report_files(const RunReport& report) {
                             csv_table(stage_table_cells(report.stages)));
   io::write_text_atomically(report.run_dir / "differences.csv",
                             csv_table(difference_table_cells(report.results)));
+  if (!report.findings.empty())
+    io::write_text_atomically(report.run_dir / "findings.csv",
+                              csv_table(findings_table_cells(report.findings)));
 }
 
 }  // namespace rqat::experiment

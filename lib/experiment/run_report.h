@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "experiment/experiment_plan.h"
+#include "experiment/findings.h"
 #include "io/json_file.h"
 
 namespace rqat::experiment {
@@ -67,6 +68,7 @@ struct RunReport {
   std::vector<StageReport> stages;  // plan order
   ResultsTable results;
   std::vector<std::string> notes;  // things the reader should know (e.g. two results for one cell)
+  std::vector<FindingResult> findings;  // the experiment's `findings:`, decided on this run
 };
 
 // Reads run_dir/plan.json and the instances' files. Results rows: one per eval-math instance,
@@ -106,7 +108,8 @@ std::string csv_table(const std::vector<std::vector<std::string>>& cells);
 // The whole report as markdown: title, results table, stage table, notes.
 std::string report_markdown(const RunReport& report);
 
-// Writes run_dir/report.md, run_dir/report.csv (results) and run_dir/stages.csv atomically.
+// Writes run_dir/report.md, run_dir/report.csv (results), stages.csv, differences.csv and
+// findings.csv (when the experiment declares findings) atomically.
 void write_report_files(const RunReport& report);
 
 }  // namespace rqat::experiment
