@@ -330,3 +330,40 @@ TEST_CASE("init-model --tokenizer copies the tokenizer and checks the vocabulary
   CHECK(test::read_bytes(dir / "model" / "tokenizer_config.json") ==
         test::read_bytes(tok_dir / "tokenizer_config.json"));
 }
+
+TEST_CASE("generic text: the training words by their frequency, without the task's structure") {
+  const auto splits = experiment::generate_tiny_splits(3, 400, 20, 6, {40, 19, 99});
+  const auto a = experiment::generate_generic_text(splits.train, 300, 3);
+  CHECK(a == experiment::generate_generic_text(splits.train, 300, 3));  // seeded
+  CHECK(a != experiment::generate_generic_text(splits.train, 300, 4));
+  REQUIRE(a.size() == 300);
+  std::map<std::string, double> train_counts, generic_counts;
+  double train_total = 0, generic_total = 0;
+  for (const auto& p : splits.train)
+    for (const std::string* text : {&p.problem, &p.solution}) {
+      std::istringstream in(*text);
+      for (std::string w; in >> w; ++train_total) ++train_counts[w];
+    }
+  for (const auto& doc : a) {
+    std::istringstream in(doc);
+    int words = 0;
+    for (std::string w; in >> w; ++words, ++generic_total) {
+      if (w.back() == '.' && !train_counts.count(w)) w.pop_back();  // the sentence ends it adds
+      INFO(w);
+      CHECK(train_counts.count(w) == 1);  // only words of the training documents
+      ++generic_counts[w];
+    }
+    CHECK(words >= 24);
+    CHECK(words <= 64);
+    CHECK(doc.back() == '.');
+  }
+  // Frequencies follow the training text's: every word with at least 2% of the training words is
+  // within 30% of its share (about 13,000 draws: a share's SE is under 10% of it there).
+  for (const auto& [word, count] : train_counts) {
+    const double share = count / train_total;
+    if (share < 0.02) continue;
+    INFO(word << " " << share);
+    CHECK(generic_counts[word] / generic_total == Approx(share).epsilon(0.3));
+  }
+  require_error([&] { experiment::generate_generic_text(splits.train, -1, 3); }, {"--generic -1"});
+}

@@ -34,6 +34,10 @@ inline void add_tiny_task_subcommand(CLI::App& app) {
                   "Largest intermediate result (no result goes below 0)")
       ->capture_default_str();
   cmd->add_option("--merges", options->merges, "BPE merges learned at most")->capture_default_str();
+  cmd->add_option("--generic", options->generic,
+                  "Also write generic.jsonl: N documents of the task's words without its "
+                  "structure (the calibration-domain arm's generic text)")
+      ->capture_default_str();
   cmd->callback([options, out] {
     const int code = run_tool("rqat", [&] {
       options->out_dir = *out;

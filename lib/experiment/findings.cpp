@@ -162,11 +162,11 @@ std::vector<std::vector<std::string>> findings_table_cells(
     const std::vector<FindingResult>& results) {
   std::vector<std::vector<std::string>> cells = {{"finding", "claim", "metric", "pairs", "problems",
                                                   "difference", "paired SE", "z", "verdict",
-                                                  "problems for 3 pts"}};
+                                                  "problems for 3 pts", "problems to decide"}};
   for (const auto& r : results) {
     if (!r.difference) {
       cells.push_back({r.finding.name, r.finding.claim, r.finding.metric, "", "", "", "", "",
-                       r.verdict, r.note});
+                       r.verdict, "", r.note});
       continue;
     }
     const auto& d = *r.difference;
@@ -175,7 +175,11 @@ std::vector<std::vector<std::string>> findings_table_cells(
                      std::to_string(d.problems), points(d.difference),
                      fmt::format("{:.1f}", 100 * d.standard_error),
                      d.standard_error > 0 ? fmt::format("{:+.1f}", z) : "",
-                     r.verdict, std::to_string(problems_to_decide(d, 3.0))});
+                     r.verdict, std::to_string(problems_to_decide(d, 3.0)),
+                     // What would decide the difference this run saw (none when it is 0).
+                     r.verdict == "undecided" && d.difference != 0
+                         ? std::to_string(problems_to_decide(d, 100 * std::abs(d.difference)))
+                         : ""});
   }
   return cells;
 }

@@ -63,8 +63,9 @@ struct FindingResult {
 std::vector<FindingResult> evaluate_findings(const ExperimentPlan& plan,
                                              const std::filesystem::path& run_dir);
 
-// Table: finding, claim, metric, pairs, problems, difference (points for accuracy), paired SE,
-// difference / SE, verdict, problems at which 3 points would be 2 SE.
+// Table: finding, claim, metric, pairs, problems, difference (points: x 100), paired SE, difference
+// / SE, verdict, problems at which 3 points would be 2 SE and, for an undecided finding, problems at
+// which the difference this run measured would be (the note of a finding not run there).
 std::vector<std::vector<std::string>> findings_table_cells(const std::vector<FindingResult>& results);
 
 }  // namespace rqat::experiment

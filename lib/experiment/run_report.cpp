@@ -564,8 +564,10 @@ std::string report_markdown(const RunReport& report) {
         "\nEach finding: the arm the paper says scores higher minus the other, in points, paired "
         "problem by problem (instances matched on their other sweep values), ± the paired standard "
         "error sd(d)/sqrt(problems). shown: at least 2 SE in the paper's direction; refuted: at "
-        "least 2 SE against it; undecided: neither. The last column: problems at which a 3-point "
-        "difference would be 2 SE, at the spread this run measured.\n";
+        "least 2 SE against it; undecided: neither. The last columns: problems at which a 3-point "
+        "difference would be 2 SE, and at which the difference measured here would be (undecided "
+        "findings), at the spread this run measured. One training run per arm: the SE is over "
+        "problems, not over training seeds.\n";
   }
   text += "\n## Stages\n\n";
   text += markdown_table(stage_table_cells(report.stages));

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <map>
+#include <sstream>
 #include <unordered_set>
 
 #include "chat/chat_template.h"
@@ -246,6 +247,38 @@ TinySplits generate_tiny_splits(uint64_t seed, int64_t train, int64_t test, int 
   return s;
 }
 
+std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& train,
+                                               int64_t count, uint64_t seed) {
+  if (count < 0) fail("tiny-task: --generic {} must not be negative", count);
+  // Every word occurrence of the training documents: drawing one uniformly draws words by their
+  // frequency.
+  std::vector<std::string> words;
+  for (const TinyProblem& p : train)
+    for (const std::string* text : {&p.problem, &p.solution}) {
+      std::istringstream in(*text);
+      for (std::string word; in >> word;) words.push_back(word);
+    }
+  if (words.empty()) fail("tiny-task: no training words to draw generic text from");
+  std::mt19937_64 rng(splitmix64(seed ^ 0x67656E6572696300ULL));  // "generic"
+  std::vector<std::string> documents;
+  documents.reserve(static_cast<size_t>(count));
+  for (int64_t d = 0; d < count; ++d) {
+    const int64_t length = draw_uniform(rng, 24, 64);
+    std::string text;
+    int64_t sentence = draw_uniform(rng, 6, 14);
+    for (int64_t w = 0; w < length; ++w) {
+      if (!text.empty()) text += ' ';
+      text += words[static_cast<size_t>(draw_uniform(rng, 0, static_cast<int64_t>(words.size()) - 1))];
+      if (--sentence == 0 || w + 1 == length) {
+        text += '.';
+        sentence = draw_uniform(rng, 6, 14);
+      }
+    }
+    documents.push_back(std::move(text));
+  }
+  return documents;
+}
+
 io::Json to_json(const TinyProblem& p) {
   return {{"id", p.id},
           {"level", p.level},
@@ -263,6 +296,14 @@ io::Json write_tiny_task(const TinyTaskOptions& options) {
   std::filesystem::create_directories(tokenizer_dir);
   write_jsonl(options.out_dir / "train.jsonl", splits.train);
   write_jsonl(options.out_dir / "test.jsonl", splits.test);
+  if (options.generic > 0) {
+    const auto generic = generate_generic_text(splits.train, options.generic, options.seed);
+    io::write_file_atomically(options.out_dir / "generic.jsonl", [&](std::ostream& out) {
+      for (size_t i = 0; i < generic.size(); ++i)
+        out << io::Json{{"id", "generic-" + std::to_string(i)}, {"text", generic[i]}}.dump()
+            << '\n';
+    });
+  }
 
   const chat::ChatTemplate chat =
       chat::ChatTemplate::recognize(kTinyChatTemplate, "", "<|im_end|>", "tiny-task template");
@@ -295,7 +336,8 @@ io::Json write_tiny_task(const TinyTaskOptions& options) {
                      {"max_start", options.arithmetic.max_start},
                      {"max_change", options.arithmetic.max_change},
                      {"max_value", options.arithmetic.max_value},
-                     {"merges", options.merges}};
+                     {"merges", options.merges},
+                     {"generic", options.generic}};
   manifest.metrics = metrics;
   io::write_manifest(options.out_dir, manifest);
   return metrics;

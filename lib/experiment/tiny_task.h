@@ -67,9 +67,17 @@ struct TinyTaskOptions {
   int levels = 3;
   TinyArithmetic arithmetic;
   int64_t merges = 400;  // at most; training stops earlier when no pair repeats
+  int64_t generic = 0;   // documents of generic text (generic.jsonl); 0: none
 };
 
-// Writes out_dir/{train.jsonl, test.jsonl, tokenizer/tokenizer.json,
+// `count` documents of "generic text" for the calibration-domain arm (study B's finding 4): words
+// of the training documents drawn by their frequency, 24-64 to a document, in sentences of 6-14
+// words. The task's vocabulary without its structure (no problems, no reasoning), the way generic
+// web text shares a reasoning model's tokens but not its traces' form. Seeded; its own stream.
+std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& train,
+                                               int64_t count, uint64_t seed);
+
+// Writes out_dir/{train.jsonl, test.jsonl, generic.jsonl when asked, tokenizer/tokenizer.json,
 // tokenizer/tokenizer_config.json, manifest.json} and returns the manifest's metrics (counts per
 // level, token lengths, vocabulary). The tokenizer's merges are learned from the train split
 // rendered as chat documents.
