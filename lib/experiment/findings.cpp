@@ -147,8 +147,9 @@ std::vector<FindingResult> evaluate_findings(const ExperimentPlan& plan, const f
       }
     if (!missing.empty() || pairs.empty()) {
       r.verdict = "not run";
-      r.note = missing.empty() ? "no pair of instances"
-                               : fmt::format("no samples.jsonl yet: {}", fmt::join(missing, ", "));
+      r.note = !missing.empty()
+                   ? fmt::format("no samples.jsonl yet: {}", fmt::join(missing, ", "))
+                   : "no pair of instances (the sweep leaves an arm without instances)";
     } else {
       r.difference = paired_difference(pairs);
       r.verdict = finding_verdict(r.difference->difference, r.difference->standard_error);

@@ -39,7 +39,7 @@ findings:
 
 
 def section(report, title):
-    match = re.search(rf"^## {title}\n(.*?)(?=^## |\Z)", report, re.MULTILINE | re.DOTALL)
+    match = re.search(rf"^## {title}[^\n]*\n(.*?)(?=^## |\Z)", report, re.MULTILINE | re.DOTALL)
     assert match, (title, report)
     return match.group(1)
 
