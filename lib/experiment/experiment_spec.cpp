@@ -357,7 +357,7 @@ std::vector<FindingSpec> read_findings(const ExperimentSource& source, const YAM
     const std::string path = "findings." + name;
     if (!valid_name(name, false))
       source.fail_at(path, it->first, "a finding's name is letters, digits, '-' and '_'");
-    const YAML::Node& f = it->second;
+    const YAML::Node f = it->second;  // a copy: it->second is a member of a temporary proxy
     require_map(source, path, f);
     check_keys(source, path, f, {"claim", "metric", "higher", "lower"});
     FindingSpec spec;

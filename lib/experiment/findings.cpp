@@ -51,7 +51,8 @@ PairedDifference paired_difference(
   if (pairs.empty()) fail("findings: no pair of instances to compare");
   // Problems every pair has on both sides.
   std::vector<std::string> problems;
-  for (const auto& [id, score] : pairs.front().first) {
+  for (const auto& entry : pairs.front().first) {
+    const std::string& id = entry.first;  // a plain name: lambdas cannot capture bindings (clang)
     const bool everywhere = std::all_of(pairs.begin(), pairs.end(), [&](const auto& p) {
       return p.first.count(id) > 0 && p.second.count(id) > 0;
     });
