@@ -123,6 +123,7 @@ TEST_CASE("rqat status names every state of a run directory") {
   stage("waits", {"training"});
   stage("ready", {"done"});
   stage("blocked", {"crashed"});
+  stage("slurm_done", {"done"});  // finished under SLURM: a manifest, no runner record
   ex::write_plan(run_dir / "plan.json", plan);
   std::filesystem::create_directories(run_dir / "logs");
 
@@ -130,6 +131,9 @@ TEST_CASE("rqat status names every state of a run directory") {
   rqat::io::write_json_file(run_dir / "done" / "manifest.json",
                             {{"args", {"/bin/qat-kd", "--out", (run_dir / "done").string()}},
                              {"metrics", {{"final_loss", 0.25}, {"eval_accuracy", 0.625}}}});
+  rqat::io::write_json_file(run_dir / "slurm_done" / "manifest.json",
+                            {{"args", {"/bin/qat-kd", "--out", (run_dir / "slurm_done").string()}},
+                             {"metrics", {{"final_loss", 0.5}}}});
   // running: a progress file of this (live) process.
   auto running = std::make_unique<ProgressFile>(run_dir / "training", "qat-kd", "steps", 400, 120, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -174,10 +178,11 @@ TEST_CASE("rqat status names every state of a run directory") {
   CHECK(by_id["ready"].detail == "ready");
   CHECK(by_id["blocked"].state == "blocked");
   CHECK(by_id["blocked"].detail == "input crashed did not finish");
+  CHECK(by_id["slurm_done"].state == "finished");
   CHECK_FALSE(status.settled());
 
   const std::string table = ex::format_run_status(status);
-  CHECK_THAT(table, Catch::Contains("9 stage instances: 1 finished, 1 running, 1 stopped, 2 failed, "
+  CHECK_THAT(table, Catch::Contains("10 stage instances: 2 finished, 1 running, 1 stopped, 2 failed, "
                                     "1 lost, 1 blocked, 2 waiting"));
   CHECK_THAT(table, Catch::Contains("step 130/400 32.5%"));
   CHECK_THAT(table, Catch::Contains("40/80 samples 50.0%"));

@@ -144,7 +144,10 @@ StageStatus stage_status(const ExperimentPlan& plan, const StageInstance& s,
     st.latest = latest_numbers(progress.value("metrics", io::Json::object()));
   }
 
-  if (stage_is_finished(plan, s)) {
+  // Under SLURM no runner keeps records (and so no input stamps): the manifest alone says it.
+  const bool finished = record.is_object() ? stage_is_finished(plan, s)
+                                           : manifest_records_arguments(s);
+  if (finished) {
     st.state = "finished";
     const io::Json manifest = read_or_null(s.out_dir / "manifest.json");
     if (manifest.is_object()) st.latest = latest_numbers(manifest.value("metrics", io::Json()));

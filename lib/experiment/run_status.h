@@ -4,7 +4,8 @@
 // progress.json (io/progress_file.h); never an HDF5 file a writer may hold open.
 //
 // A stage instance is
-//   finished  its manifest records the planned arguments (as `rqat run` decides to skip it);
+//   finished  its manifest records the planned arguments (as `rqat run` decides to skip it; under
+//             SLURM, where no runner records inputs' stamps, the manifest alone);
 //   running   its progress file (or the runner's record) says so; with step or sample counts,
 //             ETA from the recent rate and its latest loss / reward / accuracy;
 //   stopped   by a signal with a checkpoint or kept samples (rerunning continues it);

@@ -348,6 +348,18 @@ std::filesystem::path stage_record_file(const ExperimentPlan& plan, const StageI
   return plan.run_dir / "logs" / (stage.id + ".json");
 }
 
+bool manifest_records_arguments(const StageInstance& stage) {
+  try {
+    const auto manifest = io::read_json_file(stage.out_dir / "manifest.json");
+    auto args = manifest.at("args").get<std::vector<std::string>>();
+    if (args.empty()) return false;
+    args.erase(args.begin());  // the program path: builds move, the configuration does not
+    return without_resume(args) == stage.argv;
+  } catch (const std::exception&) {
+    return false;  // missing or unreadable
+  }
+}
+
 bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage) {
   const auto manifest_file = stage.out_dir / "manifest.json";
   try {
@@ -358,13 +370,7 @@ bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage) {
     if (!stage.inputs.empty() &&
         (!has_record || record.value("inputs", io::Json::object()) != input_stamps(plan, stage)))
       return false;
-    if (std::filesystem::is_regular_file(manifest_file)) {
-      const auto manifest = io::read_json_file(manifest_file);
-      auto args = manifest.at("args").get<std::vector<std::string>>();
-      if (args.empty()) return false;
-      args.erase(args.begin());  // the program path: builds move, the configuration does not
-      return without_resume(args) == stage.argv;
-    }
+    if (std::filesystem::is_regular_file(manifest_file)) return manifest_records_arguments(stage);
     // No manifest: trust the runner's record, as long as what the stage wrote is still there.
     const auto out = std::find(stage.argv.begin(), stage.argv.end(), "--out");
     if (out != stage.argv.end() && out + 1 != stage.argv.end() &&

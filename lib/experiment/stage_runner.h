@@ -26,6 +26,10 @@ struct RunOptions {
 // inputs, when none of them ran again after it (the record keeps their manifests' times).
 bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage);
 
+// True when the stage's manifest.json records the planned arguments (ignoring the program path
+// and a --resume the runner added); false when there is none or it cannot be read.
+bool manifest_records_arguments(const StageInstance& stage);
+
 // The runner's record of a stage: <run_dir>/logs/<id>.log and .json.
 std::filesystem::path stage_log_file(const ExperimentPlan& plan, const StageInstance& stage);
 std::filesystem::path stage_record_file(const ExperimentPlan& plan, const StageInstance& stage);
