@@ -244,6 +244,7 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
     auto local = block_slots(slots, index);
     const std::string prefix = fmt::format("model.layers.{}.", index);
     if (options.verbose) log << fmt::format("block {}/{}\n", index + 1, model.num_layers());
+    if (options.on_block) options.on_block(index, model.num_layers());
     int64_t captured_bytes = 0;
 
     if (options.method == PtqMethod::kAwq) {

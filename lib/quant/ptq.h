@@ -7,6 +7,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <functional>
 #include <iosfwd>
 #include <limits>
 #include <map>
@@ -37,6 +38,9 @@ struct PtqOptions {
   ImportanceOptions importance;  // on a GGUF grid: llama.cpp's importance-matrix quantization
   int64_t batch_size = 8;  // calibration sequences per block forward
   bool verbose = true;     // one line per quantized layer on the log stream
+  // Called with (blocks done, blocks) as a calibrated run starts each decoder block and at its
+  // end: the ptq tool's progress.json (`rqat status`). Not called without calibration data.
+  std::function<void(int64_t, int64_t)> on_block;
 };
 
 struct LayerReport {

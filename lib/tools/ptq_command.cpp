@@ -10,6 +10,7 @@
 #include "io/error.h"
 #include "io/hdf5_columns.h"
 #include "io/manifest.h"
+#include "io/progress_file.h"
 #include "model/model_dir.h"
 #include "ops/kernel_choice.h"
 #include "quant/bnb_checkpoint.h"
@@ -220,8 +221,13 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
       options.model_dir.string());
 
   PtqCommandResult result;
+  // OUT/progress.json for `rqat status`: decoder blocks of a calibrated run (GPTQ's hours on a
+  // large model), "done" once every output is written.
+  io::ProgressFile progress(options.out_dir, "ptq", "blocks", model->num_layers());
+  ptq.on_block = [&progress](int64_t done, int64_t) { progress.update(done); };
   result.ptq =
       quantize_model(*model, calibration ? calibration->input_ids : at::Tensor(), ptq, out);
+  progress.update(model->num_layers(), {}, /*force=*/true);
 
   // --- The artifact.
   model::SaveOptions save;
@@ -262,6 +268,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   }
   result.peak_rss_mb = peak_rss_mb();
   write_ptq_manifest(options, ptq, calibration, result);
+  progress.finish("done", {{"mean_relative_error", result.mean_relative_error}});
 
   out << layer_table(result.ptq);
   out << fmt::format(

@@ -74,6 +74,12 @@ def test_ptq_gptq_export_and_state(tmp_path):
         if ".mlp." in name or "norm" in name or "embed" in name:
             assert np.array_equal(weights[name], tensor), name
 
+    # progress.json, for `rqat status`: every decoder block done, the mean error, "done" after the outputs.
+    progress = json.loads((out / "progress.json").read_text())
+    assert (progress["tool"], progress["state"], progress["unit"]) == ("ptq", "done", "blocks")
+    assert progress["done"] == progress["total"] == 5  # stories260K's 5 layers
+    assert 0 < progress["metrics"]["mean_relative_error"] < 1
+
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tool"] == "ptq" and manifest["config"]["method"] == "gptq"
     assert manifest["config"]["quant"]["bits"] == 4 and manifest["config"]["quant"]["group_size"] == 32
