@@ -3,12 +3,14 @@
 // and be reproduced by `eval-math grade` (regrade_file).
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "eval/metrics.h"
 #include "eval/regrade.h"
 #include "eval/run/evaluate.h"
+#include "eval/run/partial_samples.h"
 #include "io/hdf5_columns.h"
 #include "io/json_file.h"
 #include "io/jsonl.h"
@@ -257,4 +259,44 @@ TEST_CASE("eval run errors name the flag or file", "[eval_run]") {
   unsetenv("RQAT_DATA_DIR");
   test::require_error([] { eval::resolve_benchmark_data("", "", "aime24"); }, {"--data"});
   CHECK(eval::resolve_benchmark_data("", "/d", "aime24") == "/d/aime24/test.jsonl");
+}
+
+TEST_CASE("kept samples come back byte for byte, invalid UTF-8 and a torn last line included") {
+  test::TempDir dir("partial-samples");
+  const auto file = dir / "samples.partial.jsonl";
+  const io::Json fingerprint = {{"model", "m"}, {"seed", 3}};
+  generation::GenerationResult a, b;
+  a.sample_index = 1;
+  a.token_ids = {5, 6, 7};
+  a.text = "x = 2\n\\boxed{2}";
+  a.finish_reason = generation::FinishReason::kStopToken;
+  a.seconds = 0.25;
+  b.sample_index = 0;
+  b.token_ids = {200};
+  b.text = std::string("cut \xe2\x82", 6);  // a character cut in half: not UTF-8
+  std::ostringstream log;
+  {
+    eval::PartialSamples kept(file, fingerprint, log);
+    CHECK(kept.size() == 0);
+    kept.append("p1", a);
+    kept.append("p2", b);
+  }
+  std::ofstream(file, std::ios::app) << R"({"id": "p3", "sample": 0, "tok)";  // killed mid-write
+  eval::PartialSamples again(file, fingerprint, log);
+  REQUIRE(again.size() == 2);
+  const auto* got_a = again.find("p1", 1);
+  const auto* got_b = again.find("p2", 0);
+  REQUIRE(got_a);
+  REQUIRE(got_b);
+  CHECK(got_a->text == a.text);
+  CHECK(got_a->token_ids == a.token_ids);
+  CHECK(got_a->finish_reason == a.finish_reason);
+  CHECK(got_a->seconds == a.seconds);
+  CHECK(got_b->text == b.text);
+  CHECK(again.find("p3", 0) == nullptr);
+  CHECK_THAT(log.str(), Catch::Contains("resuming: 2 finished samples kept"));
+  // Other settings: nothing is reused.
+  eval::PartialSamples other(file, {{"model", "other"}}, log);
+  CHECK(other.size() == 0);
+  CHECK_THAT(log.str(), Catch::Contains("made with other settings"));
 }

@@ -413,13 +413,17 @@ fs::path instance_dir(const fs::path& run_dir, const StageInstance& s) {
   return s.out_dir;
 }
 
-RunReport collect_run_report(const fs::path& run_dir) {
+ExperimentPlan read_run_plan(const fs::path& run_dir) {
   if (!fs::is_directory(run_dir))
     fail("{}: not a directory (give a run directory)", run_dir.string());
   const fs::path plan_file = run_dir / "plan.json";
-  if (!fs::exists(plan_file))
-    fail("{}: no plan.json (is this a run directory written by `rqat run`?)", plan_file.string());
-  const ExperimentPlan plan = read_plan(plan_file);
+  if (!fs::is_regular_file(plan_file))
+    fail("{}: no plan.json (a run directory of `rqat run` or `rqat sbatch`)", plan_file.string());
+  return read_plan(plan_file);
+}
+
+RunReport collect_run_report(const fs::path& run_dir) {
+  const ExperimentPlan plan = read_run_plan(run_dir);
   RunReport report;
   report.name = plan.name;
   report.run_dir = run_dir;

@@ -22,6 +22,10 @@ namespace rqat::experiment {
 // the recorded out_dir.
 std::filesystem::path instance_dir(const std::filesystem::path& run_dir, const StageInstance& s);
 
+// RUN_DIR/plan.json as recorded (paths as the run wrote them); one-line errors for a path that is
+// not a directory or has no plan.json.
+ExperimentPlan read_run_plan(const std::filesystem::path& run_dir);
+
 struct StageReport {
   std::string id, stage, tool, label;
   // "done", "skipped", "failed" or "blocked" from the runner's logs/<id>.json; "started" when its

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <fstream>
 #include <map>
+#include <set>
+#include <tuple>
 #include <ostream>
 #include <thread>
 
@@ -16,6 +18,8 @@
 #include "experiment/stage_process.h"
 #include "experiment/stage_runner.h"
 #include "io/error.h"
+#include "io/host_name.h"
+#include "io/json_file.h"
 #include "io/progress_file.h"
 #include "io/tensorboard_events.h"
 
@@ -25,26 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The plan as recorded, with its paths moved to where the run directory is now (it may have been
-// moved, or plan.json written from another working directory).
+// The plan with its instances' directories where they are now (the run directory may have moved,
+// or plan.json been written from another working directory).
 ExperimentPlan plan_at(const fs::path& run_dir) {
-  const fs::path file = run_dir / "plan.json";
-  if (!fs::is_regular_file(file))
-    fail("{}: no plan.json (a run directory of `rqat run` or `rqat sbatch`)", file.string());
-  ExperimentPlan plan = read_plan(file);
+  ExperimentPlan plan = read_run_plan(run_dir);
   for (auto& s : plan.stages) s.out_dir = instance_dir(run_dir, s);
   plan.run_dir = run_dir;
   return plan;
-}
-
-io::Json read_or_null(const fs::path& file) {
-  std::error_code error;
-  if (!fs::is_regular_file(file, error)) return nullptr;
-  try {
-    return io::read_json_file(file);
-  } catch (...) {
-    return nullptr;  // being replaced right now, or damaged: say nothing rather than fail
-  }
 }
 
 // The last line of a log that says what went wrong: the tools' "TOOL: error: ..." line, else the
@@ -83,33 +74,31 @@ fs::path log_of(const ExperimentPlan& plan, const StageInstance& s) {
 
 std::string percent(double share) { return fmt::format("{:.1f}%", 100 * share); }
 
-// A few numbers that say how a stage is doing, in a fixed order.
+// A few numbers that say how a stage is doing, in a fixed order: (key, name shown, how).
+enum class Shown { kDecimal, kPercent, kRate };
 std::string latest_numbers(const io::Json& metrics) {
   if (!metrics.is_object()) return "";
-  static const std::vector<std::pair<const char*, const char*>> shown = {
-      {"loss", "loss"},
-      {"final_loss", "loss"},
-      {"reward", "reward"},
-      {"final_reward", "reward"},
-      {"eval_accuracy", "eval acc"},
-      {"eval_pass@1", "eval acc"},
-      {"accuracy", "acc"},
-      {"pass@1", "acc"},
-      {"mean_reward", "mean reward"},
-      {"tokens_per_second", "tok/s"},
-      {"mean_relative_error", "rel err"},
+  static const std::vector<std::tuple<const char*, const char*, Shown>> shown = {
+      {"loss", "loss", Shown::kDecimal},
+      {"final_loss", "loss", Shown::kDecimal},
+      {"reward", "reward", Shown::kDecimal},
+      {"final_reward", "reward", Shown::kDecimal},
+      {"eval_accuracy", "eval acc", Shown::kPercent},
+      {"eval_pass@1", "eval acc", Shown::kPercent},
+      {"accuracy", "acc", Shown::kPercent},
+      {"pass@1", "acc", Shown::kPercent},
+      {"mean_reward", "mean reward", Shown::kDecimal},
+      {"tokens_per_second", "tok/s", Shown::kRate},
+      {"mean_relative_error", "rel err", Shown::kDecimal},
   };
   std::vector<std::string> parts;
-  std::vector<std::string> seen;
-  for (const auto& [key, name] : shown) {
-    if (!metrics.contains(key) || !metrics[key].is_number()) continue;
-    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
-    seen.push_back(name);
+  std::set<std::string> seen;  // one value per name shown
+  for (const auto& [key, name, how] : shown) {
+    if (!metrics.contains(key) || !metrics[key].is_number() || !seen.insert(name).second) continue;
     const double v = metrics[key].get<double>();
-    const std::string text = std::string(name).find("acc") != std::string::npos
-                                 ? percent(v)
-                                 : (std::string(name) == "tok/s" ? fmt::format("{:.0f}", v)
-                                                                  : fmt::format("{:.4f}", v));
+    const std::string text = how == Shown::kPercent ? percent(v)
+                             : how == Shown::kRate  ? fmt::format("{:.0f}", v)
+                                                    : fmt::format("{:.4f}", v);
     parts.push_back(fmt::format("{} {}", name, text));
   }
   return fmt::format("{}", fmt::join(parts, "  "));
@@ -117,14 +106,15 @@ std::string latest_numbers(const io::Json& metrics) {
 
 // Whether a progress file's writer is gone: it ran on this host and its pid is no longer there.
 bool writer_is_gone(const io::Json& progress) {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return false;
-  if (progress.value("host", "") != host || !progress.contains("pid")) return false;
+  const std::string host = io::host_name();
+  if (host.empty() || progress.value("host", "") != host || !progress.contains("pid")) return false;
   const auto pid = static_cast<pid_t>(progress["pid"].get<int64_t>());
   return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-bool is_stop_code(int code) { return code == 128 + SIGTERM || code == 128 + SIGINT || code == 138; }
+bool is_stop_code(int code) {
+  return code == 128 + SIGTERM || code == 128 + SIGINT || code == 128 + SIGUSR1;
+}
 
 StageStatus stage_status(const ExperimentPlan& plan, const StageInstance& s,
                          const std::map<std::string, std::string>& states) {
@@ -132,8 +122,7 @@ StageStatus stage_status(const ExperimentPlan& plan, const StageInstance& s,
   st.id = s.id;
   st.tool = s.tool;
   st.label = s.label;
-  st.log = log_of(plan, s);
-  const io::Json record = read_or_null(stage_record_file(plan, s));
+  const io::Json record = io::read_json_file_or_null(stage_record_file(plan, s));
   const io::Json progress = io::read_progress(s.out_dir);
   const std::string recorded = record.is_object() ? record.value("status", "") : "";
   const std::string progressed = progress.is_object() ? progress.value("state", "") : "";
@@ -149,18 +138,20 @@ StageStatus stage_status(const ExperimentPlan& plan, const StageInstance& s,
                                            : manifest_records_arguments(s);
   if (finished) {
     st.state = "finished";
-    const io::Json manifest = read_or_null(s.out_dir / "manifest.json");
+    const io::Json manifest = io::read_json_file_or_null(s.out_dir / "manifest.json");
     if (manifest.is_object()) st.latest = latest_numbers(manifest.value("metrics", io::Json()));
     return st;
   }
   const int exit_code = record.is_object() ? record.value("exit_code", -1) : -1;
   if (progressed == "stopped" || (recorded == "failed" && is_stop_code(exit_code))) {
     st.state = "stopped";
+    st.log = log_of(plan, s);
     st.detail = "by a signal; rerunning continues it";
     return st;
   }
   if (recorded == "failed" || progressed == "failed") {
     st.state = "failed";
+    st.log = log_of(plan, s);
     std::string error = progress.is_object() ? progress.value("error", "") : "";
     if (error.empty()) error = error_line(st.log);
     st.detail = recorded == "failed" ? fmt::format("exit {}: {}", exit_code, error) : error;
@@ -174,6 +165,7 @@ StageStatus stage_status(const ExperimentPlan& plan, const StageInstance& s,
   if (progressed == "running" || progressed == "done" || recorded == "running") {
     if (progress.is_object() && writer_is_gone(progress)) {
       st.state = "lost";
+      st.log = log_of(plan, s);
       st.detail = fmt::format("process {} is gone without a word (killed?); rerun to continue",
                               progress["pid"].get<int64_t>());
       return st;
@@ -221,8 +213,6 @@ bool RunStatus::settled() const {
 }
 
 RunStatus collect_run_status(const fs::path& run_dir) {
-  if (!fs::is_directory(run_dir))
-    fail("{}: not a directory (give a run directory)", run_dir.string());
   const ExperimentPlan plan = plan_at(run_dir);
   RunStatus status;
   status.name = plan.name;

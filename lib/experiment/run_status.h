@@ -33,7 +33,8 @@ struct StageStatus {
   std::optional<double> eta_seconds;
   std::string latest;  // "loss 0.4123  acc 52.0%", from progress.json or the manifest
   std::string detail;  // waiting: "on a, b"; failed: the error; running: "updated 5s ago"
-  std::filesystem::path log;  // the stage's log (the runner's, or SLURM's output pattern)
+  // The log of a failed, stopped or lost stage (the runner's, or its newest SLURM output file).
+  std::filesystem::path log;
 };
 
 struct RunStatus {

@@ -53,6 +53,16 @@ std::optional<std::string> json_nesting_problem(std::string_view text) {
 
 Json read_json_file(const std::filesystem::path& path) { return parse_json_file<Json>(path); }
 
+Json read_json_file_or_null(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return nullptr;
+  try {
+    return read_json_file(path);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 nlohmann::json read_unordered_json_file(const std::filesystem::path& path) {
   return parse_json_file<nlohmann::json>(path);
 }

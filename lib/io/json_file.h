@@ -22,6 +22,9 @@ inline constexpr std::size_t kMaxJsonDepth = 512;
 void check_json_nesting(std::string_view text, std::string_view where);
 
 Json read_json_file(const std::filesystem::path& path);
+// The file's JSON, or null when it is absent, unreadable or not whole JSON (a small status file
+// another process is replacing: callers show nothing rather than fail).
+Json read_json_file_or_null(const std::filesystem::path& path);
 // Same, without key order: much faster for large objects such as a 150k-entry vocabulary.
 nlohmann::json read_unordered_json_file(const std::filesystem::path& path);
 void write_json_file(const std::filesystem::path& path, const Json& value);  // atomic, indented

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "io/atomic_file.h"
+#include "io/host_name.h"
 #include "io/tensorboard_events.h"
 
 namespace rqat::io {
@@ -21,12 +22,6 @@ constexpr size_t kRateWindow = 16;
 std::filesystem::path& last_progress_path() {
   static std::filesystem::path path;
   return path;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "";
-  return name;
 }
 
 double seconds_between(std::chrono::steady_clock::time_point a,
@@ -140,14 +135,7 @@ void note_failure_in_progress(std::string_view message) {
 }
 
 Json read_progress(const std::filesystem::path& out_dir) {
-  const auto path = out_dir / "progress.json";
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) return nullptr;
-  try {
-    return read_json_file(path);
-  } catch (...) {
-    return nullptr;
-  }
+  return read_json_file_or_null(out_dir / "progress.json");
 }
 
 }  // namespace rqat::io

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "io/error.h"
+#include "io/host_name.h"
 
 namespace rqat::io {
 
@@ -121,12 +122,12 @@ double steady_seconds() {
 
 std::string event_file_name() {
   static std::atomic<int> counter{0};
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
+  std::string host = host_name();
+  if (host.empty()) host = "localhost";
   char name[512];
   std::snprintf(name, sizeof name, "events.out.tfevents.%010lld.%s.%d.%d",
-                static_cast<long long>(std::time(nullptr)), host, static_cast<int>(::getpid()),
-                counter++);
+                static_cast<long long>(std::time(nullptr)), host.c_str(),
+                static_cast<int>(::getpid()), counter++);
   return name;
 }
 

@@ -156,10 +156,10 @@ io::Json eval_config_json(const EvalRunOptions& options) {
 }
 
 void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
-                        const EvalSummary& summary) {
+                        const EvalSummary& summary, const io::Hdf5Columns& results) {
   std::filesystem::create_directories(options.out_dir);
   write_samples_jsonl(options.out_dir / "samples.jsonl", options, records);
-  results_columns(options, records).write(options.out_dir / "results.h5");
+  results.write(options.out_dir / "results.h5");
 
   const io::Json config = eval_config_json(options);
 

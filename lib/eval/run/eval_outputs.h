@@ -44,7 +44,9 @@ io::Json eval_config_json(const EvalRunOptions& options);
 // results.h5's columns: samples/<field>, one row per sample in (problem, sample) order.
 io::Hdf5Columns results_columns(const EvalRunOptions& options, const EvalRecords& records);
 
+// samples.jsonl, results.h5 (`results`: results_columns of these records), summary.json and the
+// manifest.
 void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
-                        const EvalSummary& summary);
+                        const EvalSummary& summary, const io::Hdf5Columns& results);
 
 }  // namespace rqat::eval

@@ -283,8 +283,9 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   std::vector<GradedSample> graded = graded_samples(records);
   EvalSummary summary = summarize_samples(graded, options.ks);
   if (options.reward.score) summary.reward_spec = options.reward.spec;
-  write_eval_outputs(options, records, summary);
-  if (tensorboard) tensorboard->finish(results_columns(options, records), summary, records);
+  const io::Hdf5Columns columns = results_columns(options, records);  // results.h5 and TensorBoard
+  write_eval_outputs(options, records, summary, columns);
+  if (tensorboard) tensorboard->finish(columns, summary, records);
   if (progress) {
     io::Json latest = {{"accuracy", summary.overall.pass1}};
     if (summary.overall.reward) latest["mean_reward"] = summary.overall.reward->mean;

@@ -12,19 +12,6 @@ namespace rqat::eval {
 
 namespace {
 
-// Completions are decoded token bytes and need not be valid UTF-8 (a sample cut inside a
-// character); JSON strings must be. Such a text is kept as hex so it comes back byte for byte.
-void put_text(io::Json& row, const std::string& text) {
-  try {
-    (void)io::Json(text).dump();
-    row["text"] = text;
-  } catch (const nlohmann::json::type_error&) {
-    std::string hex;
-    for (const unsigned char c : text) hex += fmt::format("{:02x}", c);
-    row["text_hex"] = hex;
-  }
-}
-
 std::string get_text(const io::Json& row) {
   if (row.contains("text")) return row.at("text").get<std::string>();
   const auto hex = row.at("text_hex").get<std::string>();
@@ -34,15 +21,26 @@ std::string get_text(const io::Json& row) {
   return text;
 }
 
-io::Json result_row(const std::string& problem_id, const generation::GenerationResult& r) {
+// One line of the file. Completions are decoded token bytes and need not be valid UTF-8 (a sample
+// cut inside a character), which JSON strings must be: such a text is kept as hex, so it comes
+// back byte for byte.
+std::string result_line(const std::string& problem_id, const generation::GenerationResult& r) {
   io::Json row;
   row["id"] = problem_id;
   row["sample"] = r.sample_index;
   row["token_ids"] = r.token_ids;
-  put_text(row, r.text);
+  row["text"] = r.text;
   row["finish_reason"] = enum_name(r.finish_reason);
   row["seconds"] = r.seconds;
-  return row;
+  try {
+    return row.dump();
+  } catch (const nlohmann::json::type_error&) {  // invalid UTF-8
+    std::string hex;
+    for (const unsigned char c : r.text) hex += fmt::format("{:02x}", c);
+    row.erase("text");
+    row["text_hex"] = hex;
+    return row.dump();
+  }
 }
 
 generation::GenerationResult result_of_row(const io::Json& row) {
@@ -107,7 +105,7 @@ const generation::GenerationResult* PartialSamples::find(const std::string& prob
 
 void PartialSamples::append(const std::string& problem_id,
                             const generation::GenerationResult& result) {
-  out_ << result_row(problem_id, result).dump() << '\n';
+  out_ << result_line(problem_id, result) << '\n';
   out_.flush();
   if (!out_) fail("{}: cannot append a sample", file_.string());
 }
