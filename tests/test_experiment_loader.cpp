@@ -362,3 +362,74 @@ findings:
   fails("  f: {higher: {stage: eval_grpo}, lower: {stage: eval_grpo}, note: x}\n",
         {"findings.f.note", "unknown key"});
 }
+
+TEST_CASE("seeds: a sweep of training seeds that repeats only the stages that use ${seed}") {
+  TempDir dir("exp-seeds");
+  const std::string yaml = R"(name: seeds
+seeds: 3
+vars: {data_seed: 0}
+sweep:
+  grid:
+    objective: [sft, kd]
+stages:
+  task:
+    tool: rqat tiny-task
+    args: {seed: "${data_seed}"}
+  ptq:
+    tool: ptq
+    args: {model: "${run_dir}/teacher", method: rtn, bits: 2}
+  eval_ptq:
+    tool: eval-math
+    inputs: {model: ptq}
+  qat:
+    tool: qat-${objective}
+    inputs: {model: ptq}
+    args: {seed: "${seed}"}
+  eval_qat:
+    tool: eval-math
+    inputs: {model: qat}
+findings:
+  kd_beats_sft:
+    higher: {stage: eval_qat, where: {objective: kd}}
+    lower: {stage: eval_qat, where: {objective: sft}}
+)";
+  const auto plan = plan_of(dir, yaml);
+  CHECK(plan.seed_variable == "seed");
+  CHECK(plan.sweep_variables == std::vector<std::string>{"objective", "seed"});
+  // The data, the PTQ model and its evaluation do not depend on the seed: one instance each.
+  CHECK(ids_of(plan, "task") == std::vector<std::string>{"task"});
+  CHECK(ids_of(plan, "ptq") == std::vector<std::string>{"ptq"});
+  CHECK(ids_of(plan, "eval_ptq") == std::vector<std::string>{"eval_ptq"});
+  const auto qat = ids_of(plan, "qat");
+  CHECK(qat.size() == 6);
+  CHECK(std::count(qat.begin(), qat.end(), "qat.objective-kd.seed-2") == 1);
+  CHECK(ids_of(plan, "eval_qat").size() == 6);
+  const auto* trained = plan.find("qat.objective-sft.seed-1");
+  REQUIRE(trained != nullptr);
+  CHECK(std::find(trained->argv.begin(), trained->argv.end(), "1") != trained->argv.end());
+  // plan.json keeps the seed variable for the report.
+  write_plan(dir / "plan.json", plan);
+  CHECK(read_plan(dir / "plan.json").seed_variable == "seed");
+
+  // --set seeds=N (a top-level key, not a variable) and explicit lists.
+  CHECK(ids_of(plan_of(dir, yaml, {"seeds=1"}), "qat").size() == 2);
+  const auto listed = plan_of(dir, yaml, {"seeds=[4, 9]"});
+  CHECK(listed.find("qat.objective-kd.seed-9") != nullptr);
+  CHECK(ids_of(listed, "qat").size() == 4);
+
+  // Errors name the key.
+  const auto file = (dir / "exp.yaml").string();
+  require_error([&] { plan_of(dir, yaml, {"seeds=0"}); }, {"--set seeds", "at least 1 seed"});
+  require_error([&] { plan_of(dir, yaml, {"seeds=[1, 1]"}); }, {"seeds", "listed twice"});
+  require_error([&] { plan_of(dir, yaml, {"seeds=two"}); }, {"seeds", "non-negative integer"});
+  require_error([&] { plan_of(dir, yaml, {"stages.qat.args.seed=5"}); },
+                {"exp.yaml:2", "seeds", "no stage uses ${seed}"});
+  // A `seed` in vars is the value of one run (no `seeds:`); the sweep wins over it.
+  CHECK(plan_of(dir, yaml, {"vars.seed=0"}).find("qat.objective-kd.seed-2") != nullptr);
+  const std::string one_run = std::string(yaml).replace(yaml.find("seeds: 3\n"), 9, "");
+  const auto single = plan_of(dir, one_run, {"vars.seed=7"});
+  CHECK(single.seed_variable.empty());
+  CHECK(ids_of(single, "qat") == std::vector<std::string>{"qat.objective-sft", "qat.objective-kd"});
+  require_error([&] { plan_of(dir, yaml, {"sweep.grid.seed=[0, 1]"}); },
+                {"seeds", "already has a 'seed' axis"});
+}

@@ -524,3 +524,203 @@ TEST_CASE("findings in the report: pairs matched on the other sweep values, verd
   write_report_files(report);
   CHECK(fs::exists(run.dir / "findings.csv"));
 }
+
+namespace {
+
+// Per-problem rewards of one instance: one sample per problem, its reward the problem's score.
+void write_reward_samples(const fs::path& dir, const std::vector<double>& rewards) {
+  fs::create_directories(dir);
+  std::string text;
+  for (size_t p = 0; p < rewards.size(); ++p)
+    text += Json{{"id", fmt::format("p{}", p)}, {"sample", 0}, {"correct", rewards[p] > 0.5},
+                 {"reward", rewards[p]}}
+                .dump() +
+            "\n";
+  rqat::test::write_bytes(dir / "samples.jsonl", text);
+}
+
+double sample_var(const std::vector<double>& v) {
+  double mean = 0, squares = 0;
+  for (double x : v) mean += x / static_cast<double>(v.size());
+  for (double x : v) squares += (x - mean) * (x - mean);
+  return squares / static_cast<double>(v.size() - 1);
+}
+
+// A run of `seeds` training seeds: eval_qat (seeded, objective kd and sft) and eval_teacher (no
+// seed). KD's reward on problem p at seed s is c(p) + a(s) + b(p), SFT's c(p): the KD - SFT
+// difference is a(s) + b(p) exactly, with no seed x problem interaction.
+struct SeededRun {
+  FakeRun run;
+  std::vector<double> a, b;
+  SeededRun(const fs::path& dir, std::vector<double> seed_effects, std::vector<double> problem_effects,
+            uint32_t rng_seed)
+      : run(dir), a(std::move(seed_effects)), b(std::move(problem_effects)) {
+    run.plan.sweep_variables = {"objective", "seed"};
+    run.plan.seed_variable = "seed";
+    std::mt19937 rng(rng_seed);
+    std::uniform_real_distribution<double> base(0.0, 0.5);
+    std::vector<double> c(b.size());
+    for (auto& v : c) v = base(rng);
+    for (size_t s = 0; s < a.size(); ++s)
+      for (const std::string objective : {"kd", "sft"}) {
+        const std::string id =
+            "eval_qat.objective-" + objective + ".seed-" + std::to_string(s);
+        auto& inst = run.add(id, "eval-math", eval_argv(run.dir / "m", "tiny"));
+        inst.point = {{"objective", objective}, {"seed", std::to_string(s)}};
+        std::vector<double> rewards = c;
+        if (objective == "kd")
+          for (size_t p = 0; p < b.size(); ++p) rewards[p] += a[s] + b[p];
+        write_reward_samples(run.dir / id, rewards);
+      }
+    run.add("eval_teacher", "eval-math", eval_argv(run.dir / "t", "tiny"));
+    write_reward_samples(run.dir / "eval_teacher", std::vector<double>(b.size(), 1.0));
+    run.add("eval_ptq", "eval-math", eval_argv(run.dir / "p", "tiny"));
+    write_reward_samples(run.dir / "eval_ptq", c);
+    run.plan.findings = {{"kd_vs_sft", "KD beats SFT", "reward", {"eval_qat", {{"objective", "kd"}}},
+                          {"eval_qat", {{"objective", "sft"}}}},
+                         {"teacher_vs_sft", "the teacher beats SFT", "reward", {"eval_teacher", {}},
+                          {"eval_qat", {{"objective", "sft"}}}},
+                         {"ptq_damages", "the teacher beats PTQ", "reward",
+                          {"eval_teacher", {}}, {"eval_ptq", {}}}};
+    run.write_plan_file();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("findings over training seeds: SE from the seeds' and the problems' variance (closed form)") {
+  rqat::test::TempDir tmp("findings-seeds");
+  std::mt19937 rng(20261205);
+  std::normal_distribution<double> noise(0.0, 0.1);
+  const std::vector<double> a = {0.02, 0.05, 0.035};  // seeds that agree on a positive effect
+  std::vector<double> b(60);
+  for (auto& v : b) v = noise(rng);
+  SeededRun seeded(tmp.path() / "run", a, b, 7);
+  const auto report = collect_run_report(seeded.run.dir);
+  REQUIRE(report.findings.size() == 3);
+  const auto& kd = report.findings[0];
+  REQUIRE(kd.difference.has_value());
+  const auto& d = *kd.difference;
+  double mean_a = 0, mean_b = 0;
+  for (double v : a) mean_a += v / 3.0;
+  for (double v : b) mean_b += v / 60.0;
+  CHECK(d.pairs == 3);
+  CHECK(d.seeds == 3);
+  CHECK(d.problems == 60);
+  CHECK(d.difference == Approx(mean_a + mean_b).margin(1e-12));
+  // d = a(s) + b(p): the residual is 0, so Var = var(a) / S + var(b) / P exactly.
+  CHECK(d.standard_error == Approx(std::sqrt(sample_var(a) / 3.0 + sample_var(b) / 60.0)).epsilon(1e-9));
+  CHECK(d.seed_standard_error == Approx(std::sqrt(sample_var(a) / 3.0)).epsilon(1e-9));
+  CHECK(d.problem_standard_error == Approx(std::sqrt(sample_var(b) / 60.0)).epsilon(1e-9));
+  REQUIRE(d.per_seed.size() == 3);
+  for (size_t s = 0; s < 3; ++s) {
+    CHECK(d.per_seed[s].seed == std::to_string(s));
+    CHECK(d.per_seed[s].difference == Approx(a[s] + mean_b).margin(1e-12));
+  }
+  CHECK(kd.standard_error_over == "seeds+problems");
+  CHECK(kd.verdict == finding_verdict(d.difference, d.standard_error));
+  // The teacher (no seed) pairs with each seed's SFT model: three seed groups.
+  CHECK(report.findings[1].difference->seeds == 3);
+  CHECK(report.findings[1].standard_error_over == "seeds+problems");
+  // No arm depends on a seed: one group, the problem-only SE.
+  CHECK(report.findings[2].difference->seeds == 1);
+  CHECK(report.findings[2].standard_error_over == "problems");
+
+  // The report shows each seed's difference beside the verdict.
+  const std::string markdown = report_markdown(report);
+  const std::string per_seed = fmt::format("{:+.1f} {:+.1f} {:+.1f}", 100 * (a[0] + mean_b),
+                                           100 * (a[1] + mean_b), 100 * (a[2] + mean_b));
+  CHECK_THAT(markdown, Catch::Contains("| " + per_seed + " |"));
+  CHECK_THAT(markdown, Catch::Contains("seeds+problems"));
+
+  // With interaction (noise per seed and problem) the estimator is the two-way ANOVA's:
+  // (MS_seed + max(0, MS_problem - MS_residual)) / (S P), computed here from its definition.
+  std::vector<std::vector<double>> dsp(3, std::vector<double>(60));
+  std::vector<SeededPair> pairs;
+  for (size_t s = 0; s < 3; ++s) {
+    SeededPair pair{std::to_string(s), {}, {}};
+    for (size_t p = 0; p < 60; ++p) {
+      dsp[s][p] = a[s] + b[p] + noise(rng);
+      pair.higher[fmt::format("p{}", p)] = dsp[s][p] + 0.25;
+      pair.lower[fmt::format("p{}", p)] = 0.25;
+    }
+    pairs.push_back(pair);
+  }
+  std::vector<double> seed_means(3, 0.0), problem_means(60, 0.0);
+  double grand = 0;
+  for (size_t s = 0; s < 3; ++s)
+    for (size_t p = 0; p < 60; ++p) {
+      seed_means[s] += dsp[s][p] / 60.0;
+      problem_means[p] += dsp[s][p] / 3.0;
+      grand += dsp[s][p] / 180.0;
+    }
+  double ss_seed = 0, ss_problem = 0, ss_residual = 0;
+  for (size_t s = 0; s < 3; ++s) ss_seed += 60.0 * (seed_means[s] - grand) * (seed_means[s] - grand);
+  for (size_t p = 0; p < 60; ++p)
+    ss_problem += 3.0 * (problem_means[p] - grand) * (problem_means[p] - grand);
+  for (size_t s = 0; s < 3; ++s)
+    for (size_t p = 0; p < 60; ++p) {
+      const double r = dsp[s][p] - seed_means[s] - problem_means[p] + grand;
+      ss_residual += r * r;
+    }
+  const double ms_seed = ss_seed / 2.0, ms_problem = ss_problem / 59.0,
+               ms_residual = ss_residual / (2.0 * 59.0);
+  const auto mixed = paired_difference(pairs);
+  CHECK(mixed.difference == Approx(grand).margin(1e-12));
+  CHECK(mixed.standard_error ==
+        Approx(std::sqrt((ms_seed + std::max(0.0, ms_problem - ms_residual)) / 180.0)).epsilon(1e-9));
+}
+
+TEST_CASE("findings over training seeds: a difference that one seed drives is not shown") {
+  rqat::test::TempDir tmp("findings-one-seed");
+  std::mt19937 rng(4);
+  std::normal_distribution<double> noise(0.0, 0.05);
+  std::vector<double> b(100);
+  for (auto& v : b) v = noise(rng);
+  // Two seeds see nothing, the third +30 points.
+  SeededRun seeded(tmp.path() / "run", {0.0, 0.0, 0.3}, b, 11);
+  const auto report = collect_run_report(seeded.run.dir);
+  const auto& d = *report.findings[0].difference;
+  // Problems alone would call it shown by far (the pooled problem-only SE is about half a point)...
+  std::vector<double> pooled(100);
+  for (size_t p = 0; p < 100; ++p) pooled[p] = 0.1 + b[p];
+  const double problem_only = std::sqrt(sample_var(pooled) / 100.0);
+  CHECK(d.difference / problem_only > 10);
+  // ...but the seeds' spread (sd 0.173 / sqrt 3 = 0.1) keeps it at z about 1.
+  CHECK(d.seed_standard_error == Approx(0.1).epsilon(1e-9));
+  CHECK(report.findings[0].verdict == "undecided");
+  // No number of problems decides it: the seeds' part alone is above 3 points / 2.
+  CHECK_FALSE(problems_to_decide(d, 3.0).has_value());
+  CHECK_THAT(report_markdown(report), Catch::Contains("more seeds"));
+}
+
+TEST_CASE("results over training seeds: one row per model, the seeds' mean and each seed") {
+  rqat::test::TempDir tmp("results-seeds");
+  FakeRun run(tmp.path() / "run");
+  run.plan.sweep_variables = {"seed"};
+  run.plan.seed_variable = "seed";
+  const std::vector<double> scores = {0.80, 0.86, 0.83};
+  for (size_t s = 0; s < scores.size(); ++s) {
+    const std::string id = "eval_qat.seed-" + std::to_string(s);
+    auto& inst = run.add(id, "eval-math", eval_argv(run.dir / "m", "tiny"), {}, "student");
+    inst.point = {{"seed", std::to_string(s)}};
+    run.summary(id, "tiny", quant(2, 32), scores[s]);
+    run.log(id, "done", 1.0);
+  }
+  run.write_plan_file();
+  auto report = collect_run_report(run.dir);
+  REQUIRE(report.results.rows.size() == 1);
+  const auto& cell = *report.results.rows[0].cells[0];
+  CHECK(*cell.pass1 == Approx(0.83));
+  // sqrt(var(0.80, 0.86, 0.83) / 3 + 0.02^2): the seeds' spread and each seed's SE.
+  CHECK(*cell.pass1_stderr == Approx(std::sqrt(0.0009 / 3 + 0.0004)).epsilon(1e-9));
+  const auto cells = results_table_cells(report.results);
+  CHECK(cells[1][2] == "83.0 (80.0 86.0 83.0)");
+  CHECK(report.notes.empty());
+
+  // A seed not finished: the row shows its status, no mean over the finished seeds only.
+  fs::remove(run.dir / "eval_qat.seed-2" / "summary.json");
+  fs::remove(run.dir / "logs" / "eval_qat.seed-2.json");
+  report = collect_run_report(run.dir);
+  CHECK_FALSE(report.results.rows[0].cells[0]->pass1.has_value());
+}

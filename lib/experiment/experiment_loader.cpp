@@ -537,6 +537,18 @@ void check_finding_arm(const ExperimentSource& source, const ExperimentPlan& pla
                      fmt::format("stage '{}' runs {}, not eval-math", arm.stage, s.tool));
 }
 
+// `seeds:` that no stage uses would run every arm once while the report counts seeds: a mistake.
+void check_seeds_used(const ExperimentSource& source, const ExperimentPlan& plan) {
+  if (plan.seed_variable.empty()) return;
+  for (const auto& s : plan.stages)
+    for (const auto& [variable, value] : s.point)
+      if (variable == plan.seed_variable) return;
+  source.fail_at("seeds", source.root()["seeds"],
+                 fmt::format("no stage uses ${{{}}}: give the training stages `seed: ${{{}}}` "
+                             "(e.g. in defaults) or drop `seeds`",
+                             plan.seed_variable, plan.seed_variable));
+}
+
 }  // namespace
 
 ExperimentPlan load_experiment_plan_from_text(const std::string& yaml_text,
@@ -550,6 +562,7 @@ ExperimentPlan load_experiment_plan_from_text(const std::string& yaml_text,
   plan.description = spec.description;
   plan.experiment_file = options.experiment_file;
   plan.sweep_variables = spec.sweep.names();
+  plan.seed_variable = spec.seed_variable;
   plan.slurm_setup = spec.slurm_setup;
 
   std::map<std::string, std::string> builtins = {
@@ -565,6 +578,7 @@ ExperimentPlan load_experiment_plan_from_text(const std::string& yaml_text,
   state.point_instances.resize(state.points.size());
   for (const auto& stage : spec.stages) expand_stage(state, stage);
   check_distinct_outputs(plan);
+  check_seeds_used(source, plan);
   for (const auto& finding : spec.findings) {
     check_finding_arm(source, plan, finding.finding.higher, finding.higher);
     check_finding_arm(source, plan, finding.finding.lower, finding.lower);

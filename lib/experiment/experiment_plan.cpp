@@ -123,6 +123,7 @@ io::Json plan_to_json(const ExperimentPlan& plan) {
           {"experiment_file", plan.experiment_file.string()},
           {"run_dir", plan.run_dir.string()},
           {"sweep_variables", plan.sweep_variables},
+          {"seed_variable", plan.seed_variable},
           {"slurm_setup", plan.slurm_setup},
           {"stages", stages},
           {"findings", findings}};
@@ -136,6 +137,7 @@ ExperimentPlan plan_from_json(const io::Json& json) {
     plan.experiment_file = json.at("experiment_file").get<std::string>();
     plan.run_dir = json.at("run_dir").get<std::string>();
     plan.sweep_variables = json.at("sweep_variables").get<std::vector<std::string>>();
+    plan.seed_variable = json.value("seed_variable", "");
     plan.slurm_setup = json.value("slurm_setup", std::vector<std::string>{});
     for (const auto& j : json.at("stages")) {
       StageInstance s;

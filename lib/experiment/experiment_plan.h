@@ -88,6 +88,9 @@ struct ExperimentPlan {
   std::filesystem::path experiment_file;
   std::filesystem::path run_dir;
   std::vector<std::string> sweep_variables;  // grid then zip names, in the order written
+  // The sweep variable of training seeds (`seeds:`), "" when the experiment declares none:
+  // findings pool their pairs per seed and add the seed-to-seed spread to the SE (findings.h).
+  std::string seed_variable;
   std::vector<std::string> slurm_setup;      // shell lines from slurm.setup
   std::vector<StageInstance> stages;         // dependency order (inputs first)
   std::vector<Finding> findings;             // in file order

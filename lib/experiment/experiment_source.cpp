@@ -75,7 +75,8 @@ void ExperimentSource::apply_override(const std::string& item) {
   if (eq == std::string::npos || eq == 0) fail("--set {}: expected KEY=VALUE", item);
   std::string key = item.substr(0, eq);
   const std::string flag = "--set " + key;
-  if (key.find('.') == std::string::npos) key = "vars." + key;
+  // `seeds` is a top-level key (the training seeds' sweep), not a variable.
+  if (key.find('.') == std::string::npos && key != "seeds") key = "vars." + key;
   const auto parts = split_path(key);
   if (std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p.empty(); }))
     fail("{}: empty component in the key", flag);

@@ -42,9 +42,9 @@ class ExperimentSource {
  public:
   // Parses `text` (YAML syntax errors name their line in `file`, which names the text in every
   // message and is not read) and applies "KEY=VALUE" overrides: a KEY without a dot is a variable
-  // (vars.KEY); a dotted KEY is a path into the document. VALUE is read as YAML, so
-  // `--set sweep.grid.bits=[2,3]` sets a list. The text's nesting and alias expansion are bounded
-  // (yaml_bounds.h) before yaml-cpp builds the tree.
+  // (vars.KEY), except `seeds` (the top-level key of the training seeds); a dotted KEY is a path
+  // into the document. VALUE is read as YAML, so `--set sweep.grid.bits=[2,3]` sets a list. The
+  // text's nesting and alias expansion are bounded (yaml_bounds.h) before yaml-cpp builds the tree.
   ExperimentSource(const std::filesystem::path& file, const std::string& text,
                    const std::vector<std::string>& overrides, const ExperimentLimits& limits = {});
 

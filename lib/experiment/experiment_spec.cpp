@@ -17,8 +17,9 @@ namespace rqat::experiment {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",     "description", "out",    "vars",    "sweep",
-                                           "defaults", "slurm",       "stages", "findings"};
+const std::vector<std::string> kTopKeys = {"name",     "description", "out",    "vars",
+                                           "sweep",    "seeds",       "defaults", "slurm",
+                                           "stages",   "findings"};
 const std::vector<std::string> kStageKeys = {"tool",  "args", "inputs",    "positional",
                                              "label", "only", "resources", "description"};
 
@@ -132,6 +133,33 @@ Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node) {
   }
   check_sweep_size(source, node, sweep);
   return sweep;
+}
+
+// `seeds: N` (seeds 0 .. N-1) or `seeds: [0, 7, 11]`: one more grid axis, innermost, named
+// kSeedVariable. Only the stages that use ${seed} (directly or through an input) repeat per seed. A
+// `seed` in vars is the value without `seeds:` (one run per arm); the sweep wins, as for any axis.
+void add_seed_axis(const ExperimentSource& source, const YAML::Node& node, ExperimentSpec& spec) {
+  SweepAxis axis{kSeedVariable, {}};
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i)
+      axis.values.push_back(
+          std::to_string(non_negative_int(source, fmt::format("seeds[{}]", i), node[i])));
+    if (axis.values.empty()) source.fail_at("seeds", node, "expected at least one seed");
+    if (std::set<std::string>(axis.values.begin(), axis.values.end()).size() != axis.values.size())
+      source.fail_at("seeds", node, "a seed is listed twice");
+  } else {
+    const int count = non_negative_int(source, "seeds", node);
+    if (count < 1) source.fail_at("seeds", node, "expected at least 1 seed");
+    for (int i = 0; i < count; ++i) axis.values.push_back(std::to_string(i));
+  }
+  const auto names = spec.sweep.names();
+  if (std::find(names.begin(), names.end(), kSeedVariable) != names.end())
+    source.fail_at("seeds", node,
+                   fmt::format("the sweep already has a '{}' axis: declare the seeds in one place",
+                               kSeedVariable));
+  spec.sweep.grid.push_back(std::move(axis));
+  spec.seed_variable = kSeedVariable;
+  check_sweep_size(source, node, spec.sweep);
 }
 
 // The stages a value names with ${stage:NAME}, directly or through the variables it uses. Each
@@ -406,6 +434,7 @@ ExperimentSpec read_experiment_spec(const ExperimentSource& source) {
   if (root["vars"] && !root["vars"].IsNull())
     for (auto& [name, value] : named_values(source, "vars", root["vars"])) spec.vars[name] = value;
   if (root["sweep"] && !root["sweep"].IsNull()) spec.sweep = read_sweep(source, root["sweep"]);
+  if (root["seeds"] && !root["seeds"].IsNull()) add_seed_axis(source, root["seeds"], spec);
 
   if (const YAML::Node defaults = root["defaults"]; defaults && !defaults.IsNull()) {
     require_map(source, "defaults", defaults);

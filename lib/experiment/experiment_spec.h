@@ -56,12 +56,16 @@ struct FindingSpec {
   LocatedValue higher, lower;  // the arms' nodes
 };
 
+// The sweep variable that `seeds:` declares (docs/experiments.md, "Training seeds").
+inline constexpr const char* kSeedVariable = "seed";
+
 struct ExperimentSpec {
   std::string name;
   std::string description;
   std::optional<LocatedValue> out;
   std::map<std::string, LocatedValue> vars;
-  Sweep sweep;
+  Sweep sweep;               // with the seed axis last when `seeds:` is declared
+  std::string seed_variable;  // kSeedVariable when `seeds:` is declared, else ""
   std::map<std::string, NamedValues> defaults;  // tool -> args every stage of it gets
   NamedValues slurm_default;                    // slurm.partition/account, then slurm.default
   std::map<std::string, NamedValues> slurm_tools;

@@ -44,42 +44,118 @@ bool pair_up(const StageInstance& a, const StageInstance& b, const Finding& f) {
 
 std::string points(double share) { return fmt::format("{:+.1f}", 100 * share); }
 
+double mean_of(const std::vector<double>& values) {
+  double sum = 0;
+  for (const double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+// With n - 1 in the denominator; needs two values.
+double sample_variance(const std::vector<double>& values) {
+  const double mean = mean_of(values);
+  double squares = 0;
+  for (const double v : values) squares += (v - mean) * (v - mean);
+  return squares / static_cast<double>(values.size() - 1);
+}
+
+// The training seed of a pair: the seed value of either instance ("" when neither has one; both,
+// joined, when an arm's `where` fixes the seed and the two differ).
+std::string pair_seed(const StageInstance& high, const StageInstance& low,
+                      const std::string& seed_variable) {
+  if (seed_variable.empty()) return "";
+  const auto seed_of = [&](const StageInstance& s) -> std::string {
+    for (const auto& [variable, value] : s.point)
+      if (variable == seed_variable) return value;
+    return "";
+  };
+  const std::string a = seed_of(high), b = seed_of(low);
+  if (a.empty() || b.empty() || a == b) return a.empty() ? b : a;
+  return a + "/" + b;
+}
+
 }  // namespace
 
-PairedDifference paired_difference(
-    const std::vector<std::pair<ProblemScores, ProblemScores>>& pairs) {
+PairedDifference paired_difference(const std::vector<SeededPair>& pairs) {
   if (pairs.empty()) fail("findings: no pair of instances to compare");
   // Problems every pair has on both sides.
   std::vector<std::string> problems;
-  for (const auto& entry : pairs.front().first) {
+  for (const auto& entry : pairs.front().higher) {
     const std::string& id = entry.first;  // a plain name: lambdas cannot capture bindings (clang)
-    const bool everywhere = std::all_of(pairs.begin(), pairs.end(), [&](const auto& p) {
-      return p.first.count(id) > 0 && p.second.count(id) > 0;
+    const bool everywhere = std::all_of(pairs.begin(), pairs.end(), [&](const SeededPair& p) {
+      return p.higher.count(id) > 0 && p.lower.count(id) > 0;
     });
     if (everywhere) problems.push_back(id);
   }
   if (problems.empty()) fail("findings: the compared evaluations share no problem");
-  std::vector<double> d;
-  d.reserve(problems.size());
-  for (const auto& id : problems) {
-    double sum = 0;
-    for (const auto& [higher, lower] : pairs) sum += higher.at(id) - lower.at(id);
-    d.push_back(sum / static_cast<double>(pairs.size()));
-  }
+  // d(s, p): problem p's difference averaged over the pairs of seed s.
+  // Seeds in numeric order (shorter first: "2" before "10"), as the sweep lists them.
+  const auto numeric_order = [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  };
+  std::map<std::string, std::vector<const SeededPair*>, decltype(numeric_order)> by_seed(
+      numeric_order);
+  for (const auto& pair : pairs) by_seed[pair.seed].push_back(&pair);
+  const size_t n_problems = problems.size();
+  std::vector<std::vector<double>> d;  // [seed][problem]
   PairedDifference result;
-  result.pairs = pairs.size();
-  result.problems = d.size();
-  double mean = 0;
-  for (const double v : d) mean += v;
-  mean /= static_cast<double>(d.size());
-  result.difference = mean;
-  if (d.size() > 1) {
-    double squares = 0;
-    for (const double v : d) squares += (v - mean) * (v - mean);
-    result.standard_error =
-        std::sqrt(squares / static_cast<double>(d.size() - 1)) / std::sqrt(d.size());
+  for (const auto& [seed, members] : by_seed) {
+    std::vector<double> row(n_problems, 0.0);
+    for (size_t p = 0; p < n_problems; ++p) {
+      for (const SeededPair* pair : members)
+        row[p] += pair->higher.at(problems[p]) - pair->lower.at(problems[p]);
+      row[p] /= static_cast<double>(members.size());
+    }
+    result.per_seed.push_back({seed, mean_of(row)});
+    d.push_back(std::move(row));
   }
+  const size_t n_seeds = d.size();
+  result.pairs = pairs.size();
+  result.problems = n_problems;
+  result.seeds = n_seeds;
+  std::vector<double> seed_means;
+  for (const auto& s : result.per_seed) seed_means.push_back(s.difference);
+  const double grand = mean_of(seed_means);
+  result.difference = grand;
+  const double P = static_cast<double>(n_problems), S = static_cast<double>(n_seeds);
+  if (n_seeds == 1) {
+    if (n_problems > 1)
+      result.problem_standard_error = std::sqrt(sample_variance(d[0]) / P);
+    result.standard_error = result.problem_standard_error;
+    return result;
+  }
+  // Two-way ANOVA of d(s, p) without replication: seeds and problems crossed.
+  const double between_seeds = sample_variance(seed_means);  // = MS_seed / P
+  double problem_part = 0;
+  if (n_problems > 1) {
+    std::vector<double> problem_means(n_problems, 0.0);
+    for (size_t p = 0; p < n_problems; ++p) {
+      for (size_t s = 0; s < n_seeds; ++s) problem_means[p] += d[s][p];
+      problem_means[p] /= S;
+    }
+    const double ms_problem = S * sample_variance(problem_means);
+    double residual = 0;
+    for (size_t s = 0; s < n_seeds; ++s)
+      for (size_t p = 0; p < n_problems; ++p) {
+        const double r = d[s][p] - seed_means[s] - problem_means[p] + grand;
+        residual += r * r;
+      }
+    const double ms_residual = residual / ((S - 1) * (P - 1));
+    // Negative when the problems vary less than the interaction would make them: no problem
+    // component then (the usual truncation of a variance component at 0).
+    problem_part = std::max(0.0, ms_problem - ms_residual) / (S * P);
+  }
+  result.seed_standard_error = std::sqrt(between_seeds / S);
+  result.problem_standard_error = std::sqrt(problem_part);
+  result.standard_error = std::sqrt(between_seeds / S + problem_part);
   return result;
+}
+
+PairedDifference paired_difference(
+    const std::vector<std::pair<ProblemScores, ProblemScores>>& pairs) {
+  std::vector<SeededPair> seeded;
+  seeded.reserve(pairs.size());
+  for (const auto& [higher, lower] : pairs) seeded.push_back({"", higher, lower});
+  return paired_difference(seeded);
 }
 
 std::string finding_verdict(double difference, double standard_error) {
@@ -90,10 +166,12 @@ std::string finding_verdict(double difference, double standard_error) {
   return "undecided";
 }
 
-size_t problems_to_decide(const PairedDifference& d, double points) {
+std::optional<size_t> problems_to_decide(const PairedDifference& d, double points) {
   const double half_width = points / 100 / kDecidingStandardErrors;  // the SE that decides
-  const double ratio = d.standard_error / half_width;
-  return static_cast<size_t>(std::ceil(static_cast<double>(d.problems) * ratio * ratio));
+  const double room = half_width * half_width - d.seed_standard_error * d.seed_standard_error;
+  if (room <= 0) return std::nullopt;
+  const double problem_variance = d.problem_standard_error * d.problem_standard_error;
+  return static_cast<size_t>(std::ceil(static_cast<double>(d.problems) * problem_variance / room));
 }
 
 ProblemScores read_problem_scores(const fs::path& samples_jsonl, const std::string& metric) {
@@ -126,7 +204,7 @@ std::vector<FindingResult> evaluate_findings(const ExperimentPlan& plan, const f
   for (const auto& f : plan.findings) {
     FindingResult r;
     r.finding = f;
-    std::vector<std::pair<ProblemScores, ProblemScores>> pairs;
+    std::vector<SeededPair> pairs;
     std::set<std::string> missing;
     std::map<std::string, ProblemScores> cache;
     const auto scores = [&](const StageInstance& s) -> const ProblemScores* {
@@ -144,7 +222,7 @@ std::vector<FindingResult> evaluate_findings(const ExperimentPlan& plan, const f
         if (high == low || !pair_up(*high, *low, f)) continue;
         const ProblemScores* a = scores(*high);
         const ProblemScores* b = scores(*low);
-        if (a && b) pairs.emplace_back(*a, *b);
+        if (a && b) pairs.push_back({pair_seed(*high, *low, plan.seed_variable), *a, *b});
       }
     if (!missing.empty() || pairs.empty()) {
       r.verdict = "not run";
@@ -154,6 +232,11 @@ std::vector<FindingResult> evaluate_findings(const ExperimentPlan& plan, const f
     } else {
       r.difference = paired_difference(pairs);
       r.verdict = finding_verdict(r.difference->difference, r.difference->standard_error);
+      const bool seeded = std::any_of(pairs.begin(), pairs.end(),
+                                      [](const SeededPair& p) { return !p.seed.empty(); });
+      r.standard_error_over = r.difference->seeds > 1 ? "seeds+problems"
+                              : seeded || plan.seed_variable.empty() ? "problems, 1 seed"
+                                                                     : "problems";
     }
     results.push_back(std::move(r));
   }
@@ -162,25 +245,32 @@ std::vector<FindingResult> evaluate_findings(const ExperimentPlan& plan, const f
 
 std::vector<std::vector<std::string>> findings_table_cells(
     const std::vector<FindingResult>& results) {
-  std::vector<std::vector<std::string>> cells = {{"finding", "claim", "metric", "pairs", "problems",
-                                                  "difference", "paired SE", "z", "verdict",
-                                                  "problems for 3 pts", "problems to decide"}};
+  std::vector<std::vector<std::string>> cells = {
+      {"finding", "claim", "metric", "pairs", "problems", "seeds", "difference", "per seed", "SE",
+       "SE over", "z", "verdict", "problems for 3 pts", "problems to decide"}};
+  // 0 problems: the problems' variance component is 0 (truncated), so any number would do.
+  const auto count = [](const std::optional<size_t>& n) {
+    return !n ? std::string("more seeds") : *n == 0 ? std::string("any") : std::to_string(*n);
+  };
   for (const auto& r : results) {
     if (!r.difference) {
-      cells.push_back({r.finding.name, r.finding.claim, r.finding.metric, "", "", "", "", "",
-                       r.verdict, "", r.note});
+      cells.push_back({r.finding.name, r.finding.claim, r.finding.metric, "", "", "", "", "", "",
+                       "", "", r.verdict, "", r.note});
       continue;
     }
     const auto& d = *r.difference;
     const double z = d.standard_error > 0 ? d.difference / d.standard_error : 0.0;
+    std::vector<std::string> per_seed;
+    for (const auto& s : d.per_seed) per_seed.push_back(points(s.difference));
     cells.push_back({r.finding.name, r.finding.claim, r.finding.metric, std::to_string(d.pairs),
-                     std::to_string(d.problems), points(d.difference),
-                     fmt::format("{:.1f}", 100 * d.standard_error),
+                     std::to_string(d.problems), std::to_string(d.seeds), points(d.difference),
+                     d.seeds > 1 ? fmt::format("{}", fmt::join(per_seed, " ")) : "",
+                     fmt::format("{:.1f}", 100 * d.standard_error), r.standard_error_over,
                      d.standard_error > 0 ? fmt::format("{:+.1f}", z) : "",
-                     r.verdict, std::to_string(problems_to_decide(d, 3.0)),
+                     r.verdict, count(problems_to_decide(d, 3.0)),
                      // What would decide the difference this run saw (none when it is 0).
                      r.verdict == "undecided" && d.difference != 0
-                         ? std::to_string(problems_to_decide(d, 100 * std::abs(d.difference)))
+                         ? count(problems_to_decide(d, 100 * std::abs(d.difference)))
                          : ""});
   }
   return cells;

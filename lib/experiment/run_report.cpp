@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 
 #include "io/atomic_file.h"
@@ -272,6 +273,37 @@ ResultRow* find_row(ResultsTable& table, const std::string& label, const std::st
   return nullptr;
 }
 
+bool depends_on_seed(const ExperimentPlan& plan, const StageInstance& s) {
+  return !plan.seed_variable.empty() &&
+         std::any_of(s.point.begin(), s.point.end(),
+                     [&](const auto& v) { return v.first == plan.seed_variable; });
+}
+
+// Adds one seed's evaluation to a seeded cell (ResultCell::seed_pass1). A seed not finished yet
+// leaves the cell showing its status until every seed has a score.
+void add_seed(ResultCell& cell, const ResultCell seed) {  // a copy: the first seed is the cell
+  if (!seed.pass1) {
+    cell.status = seed.status;
+    cell.pass1.reset();
+    cell.seed_pass1.push_back(std::numeric_limits<double>::quiet_NaN());
+    return;
+  }
+  cell.seed_pass1.push_back(*seed.pass1);
+  if (seed.pass1_stderr) cell.seed_stderr.push_back(*seed.pass1_stderr);
+  if (std::any_of(cell.seed_pass1.begin(), cell.seed_pass1.end(),
+                  [](double v) { return std::isnan(v); }))
+    return;
+  const double n = static_cast<double>(cell.seed_pass1.size());
+  double mean = 0, between = 0, within = 0;
+  for (const double v : cell.seed_pass1) mean += v / n;
+  for (const double v : cell.seed_pass1) between += (v - mean) * (v - mean);
+  if (n > 1) between /= n - 1;
+  for (const double se : cell.seed_stderr) within += se * se;
+  if (!cell.seed_stderr.empty()) within /= static_cast<double>(cell.seed_stderr.size());
+  cell.pass1 = mean;
+  cell.pass1_stderr = std::sqrt(between / n + within);
+}
+
 ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
                            const std::vector<StageReport>& stages,
                            std::vector<std::string>& notes) {
@@ -289,6 +321,11 @@ ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
     }
     std::string label = row_label(plan, run_dir, s);
     ResultRow* row = find_row(table, label, facts.bits);
+    const bool seeded = depends_on_seed(plan, s);
+    if (row && row->cells[col] && seeded && !row->cells[col]->seed_pass1.empty()) {
+      add_seed(*row->cells[col], facts.cell);  // another seed of the same model
+      continue;
+    }
     if (row && row->cells[col]) {
       // Two evaluations of one model on one benchmark: keep both, the second told apart by its id.
       notes.push_back(fmt::format("{} and {} both evaluate '{}' on {}; the second has its own row",
@@ -304,6 +341,7 @@ ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
     }
     if (row->bits == "?") row->bits = facts.bits;
     row->cells[col] = facts.cell;
+    if (seeded) add_seed(*row->cells[col], facts.cell);
   }
   std::set<std::string> rewards;
   bool plain = false;
@@ -445,7 +483,12 @@ std::vector<std::vector<std::string>> results_table_cells(const ResultsTable& re
     bool complete = true;
     for (const auto& cell : row.cells) {
       if (cell && cell->pass1) {
-        line.push_back(percent(*cell->pass1));
+        // Seeds: the mean, then each seed's score.
+        std::vector<std::string> seeds;
+        for (const double v : cell->seed_pass1) seeds.push_back(percent(v));
+        line.push_back(seeds.size() > 1 ? fmt::format("{} ({})", percent(*cell->pass1),
+                                                      fmt::join(seeds, " "))
+                                        : percent(*cell->pass1));
         sum += *cell->pass1;
       } else {
         line.push_back(cell ? cell->status : "");
@@ -566,12 +609,16 @@ std::string report_markdown(const RunReport& report) {
     text += markdown_table(findings_table_cells(report.findings));
     text +=
         "\nEach finding: the arm the paper says scores higher minus the other, in points, paired "
-        "problem by problem (instances matched on their other sweep values), ± the paired standard "
-        "error sd(d)/sqrt(problems). shown: at least 2 SE in the paper's direction; refuted: at "
-        "least 2 SE against it; undecided: neither. The last columns: problems at which a 3-point "
-        "difference would be 2 SE, and at which the difference measured here would be (undecided "
-        "findings), at the spread this run measured. One training run per arm: the SE is over "
-        "problems, not over training seeds.\n";
+        "problem by problem (instances matched on their other sweep values, training seeds "
+        "included), ± its standard error. SE over seeds+problems: the mean over training seeds "
+        "(per seed: each seed's difference) with the between-seed and the problem variance "
+        "(docs/experiments.md, \"Training seeds\"); problems, 1 seed: one training run per arm, "
+        "the SE covers the problems only, not training noise; problems: no arm depends on a training seed. shown: at "
+        "least 2 SE in the paper's direction; refuted: at least 2 SE against it; undecided: "
+        "neither. The last columns: problems at which a 3-point difference would be 2 SE, and at "
+        "which the difference measured here would be (undecided findings), at the spread this run "
+        "measured (more seeds: the seeds' spread alone is too large for any number of "
+        "problems).\n";
   }
   text += "\n## Stages\n\n";
   text += markdown_table(stage_table_cells(report.stages));

@@ -58,7 +58,7 @@ def test_same_seed_same_tables(tmp_path):
     for title in ("Results", "Findings"):
         assert section(a, title) == section(b, title), title
     findings = section(a, "Findings")
-    assert re.search(r"\| ptq_damages \| PTQ costs accuracy \| accuracy \| 1 \| 120 \| \+\d+\.\d \|", findings), findings
+    assert re.search(r"\| ptq_damages \| PTQ costs accuracy \| accuracy \| 1 \| 120 \| 1 \| \+\d+\.\d \|", findings), findings
     assert "| shown |" in findings or "| undecided |" in findings
     for stage in ("eval_teacher", "eval_ptq"):
         assert (tmp_path / "a" / stage / "samples.jsonl").read_bytes() == \

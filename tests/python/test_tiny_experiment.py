@@ -26,7 +26,8 @@ if not RQAT_BIN or not (os.path.isfile(RQAT_BIN) and os.access(RQAT_BIN, os.X_OK
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = ROOT / "experiments" / "tiny" / "reasoning_qat.yaml"
 # A few steps each: this checks the plumbing, not the findings (scripts/demo runs the real thing).
-SHRINK = ["--set", "qat_steps=40", "--set", "rl_steps=2", "--set", "threads=1",
+# One training seed (the file runs 3): the seeds' sweep itself is checked in the dry run below.
+SHRINK = ["--set", "seeds=1", "--set", "qat_steps=40", "--set", "rl_steps=2", "--set", "threads=1",
           "--set", "stages.qat.args.log-every=2", "--set", "stages.qat.args.eval-every=0",
           "--set", "stages.qat.args.eval-benchmark-limit=8",
           "--set", "stages.sft_correct.args.log-every=2", "--set", "stages.sft_correct.args.eval-every=0",
@@ -54,14 +55,24 @@ def test_tiny_reproduction_runs_resumes_and_reports(tmp_path):
     assert len([i for i in ids if i.startswith("sft_correct.")]) == 4
     assert "traces_correct" in ids
     assert sorted(i for i in ids if i.startswith("grpo.")) == sorted(
-        f"grpo.bits-{b}.init-{m}.objective-kd" for b in (2, 3) for m in ("rtn", "gptq"))
+        f"grpo.bits-{b}.init-{m}.objective-kd.seed-0" for b in (2, 3) for m in ("rtn", "gptq"))
     # The control arm (no KD) runs once per PTQ model, shared by both objectives like ptq.
     assert len([i for i in ids if i.startswith("grpo_no_kd.")]) == 4
+
+    # The file's 3 training seeds: every training stage and its evaluation 3 times, the data, the
+    # teacher's traces, PTQ and its evaluations once.
+    seeded = subprocess.run([RQAT_BIN, "run", str(EXPERIMENT), "--run-dir", str(run_dir), "--dry-run"],
+                            capture_output=True, text=True, check=True).stdout
+    seeded_ids = [m.group(1) for m in re.finditer(r"^\[\s*\d+/\d+\] (\S+)", seeded, re.MULTILINE)]
+    for stage, count in [("ptq.", 4), ("eval_ptq.", 4), ("qat.", 24), ("eval_qat.", 24), ("grpo.", 12),
+                         ("grpo_no_kd.", 12), ("sft_correct.", 12), ("task", 1), ("traces", 1)]:
+        assert len([i for i in seeded_ids if i.startswith(stage) and i.split(".")[0] == stage.rstrip(".")]) \
+            == count, (stage, seeded_ids)
 
     # Interrupt the runner while the first QAT stage trains.
     proc = subprocess.Popen([RQAT_BIN, "run", str(EXPERIMENT), "--run-dir", str(run_dir), *SHRINK],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first_qat = run_dir / "qat.bits-2.init-rtn.objective-sft"
+    first_qat = run_dir / "qat.bits-2.init-rtn.objective-sft.seed-0"
     log = run_dir / "logs" / f"{first_qat.name}.log"
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
@@ -103,7 +114,7 @@ def test_tiny_artifacts_load_in_transformers(tmp_path):
     r = rqat_run(run_dir, "--only", "qat", "--set", "sweep.grid.bits=[2]", "--set", "sweep.grid.init=[gptq]",
                  "--set", "sweep.grid.objective=[kd]")
     assert r.returncode == 0, r.stdout + r.stderr
-    model_dir = run_dir / "qat.bits-2.init-gptq.objective-kd"
+    model_dir = run_dir / "qat.bits-2.init-gptq.objective-kd.seed-0"
     tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     problem = json.loads((run_dir / "task" / "test.jsonl").read_text().splitlines()[0])["problem"]
