@@ -568,16 +568,9 @@ void Scheduler::finish(size_t id, FinishReason reason) {
   sample.finished = true;
   res.finish_reason = reason;
   res.seconds = std::chrono::duration<double>(Clock::now() - sample.start).count();
-  if (tokenizer_) {
-    std::span<const int32_t> ids(res.token_ids);
-    if (reason == FinishReason::kStopToken) ids = ids.first(ids.size() - 1);
-    res.text = tokenizer_->decode(ids, /*skip_special_tokens=*/true);
-    const auto& stops = requests_[sample.request].params.stop_strings;
-    if (!stops.empty()) {
-      const size_t cut = find_first_stop(res.text, stops);
-      if (cut != std::string::npos) res.text.resize(cut);
-    }
-  }
+  if (tokenizer_)
+    res.text = completion_text(*tokenizer_, res.token_ids, reason,
+                               requests_[sample.request].params.stop_strings);
   cache_.release(sample.kv);
   if (--req_state_[sample.request].unfinished == 0) ++prompts_done_;
   if (on_result_) on_result_(res);
@@ -606,6 +599,19 @@ bool Scheduler::drop_kept_prompts() {
 }
 
 }  // namespace
+
+std::string completion_text(const tokenizer::Tokenizer& tokenizer,
+                            const std::vector<int32_t>& token_ids, FinishReason reason,
+                            const std::vector<std::string>& stop_strings) {
+  std::span<const int32_t> ids(token_ids);
+  if (reason == FinishReason::kStopToken && !ids.empty()) ids = ids.first(ids.size() - 1);
+  std::string text = tokenizer.decode(ids, /*skip_special_tokens=*/true);
+  if (!stop_strings.empty()) {
+    const size_t cut = find_first_stop(text, stop_strings);
+    if (cut != std::string::npos) text.resize(cut);
+  }
+  return text;
+}
 
 std::vector<int> requested_samples(const GenerationRequest& request) {
   if (!request.sample_indices.empty()) return request.sample_indices;

@@ -96,3 +96,33 @@ def test_samples_of_other_settings_are_not_reused(task, tmp_path):
     fresh = tmp_path / "fresh"
     run(*eval_args(task, fresh, temperature="0.7"))
     assert (out / "samples.jsonl").read_bytes() == (fresh / "samples.jsonl").read_bytes()
+
+
+def test_corrupted_kept_samples_are_checked_and_generated_again(task, tmp_path):
+    """A kept sample is checked against the model before it is trusted (issue 42): one whose token ids fall outside
+    the vocabulary, or whose text is not the decoding of its ids, is dropped and generated again, with one warning
+    line naming the file and the count; the run still ends with the samples.jsonl of one uninterrupted run."""
+    whole = tmp_path / "whole"
+    run(*eval_args(task, whole))
+    out = tmp_path / "corrupt"
+    assert stop_at_half(eval_args(task, out), out) == 128 + signal.SIGUSR1
+    partial = out / "samples.partial.jsonl"
+    header, *rows = partial.read_text().splitlines()
+    rows = [json.loads(r) for r in rows]
+    assert len(rows) >= 3
+    rows[0]["token_ids"][0] = 10 ** 6  # outside any tiny vocabulary
+    rows[1]["token_ids"][0] = -3
+    text_key = "text" if "text" in rows[2] else "text_hex"
+    rows[2][text_key] = rows[2][text_key] + ("7" if text_key == "text" else "37")  # not what its ids decode to
+    partial.write_text("\n".join([header] + [json.dumps(r) for r in rows]) + "\n")
+
+    resumed = run(*eval_args(task, out))
+    warning = f"warning: {partial}: 3 kept samples do not match this model"
+    assert resumed.stdout.count(warning) == 1, resumed.stdout
+    assert f"resuming: {len(rows) - 3} finished samples kept" in resumed.stdout, resumed.stdout
+    assert (out / "samples.jsonl").read_bytes() == (whole / "samples.jsonl").read_bytes()
+
+    # An intact file raises no warning.
+    clean = tmp_path / "clean"
+    assert stop_at_half(eval_args(task, clean), clean) == 128 + signal.SIGUSR1
+    assert "do not match this model" not in run(*eval_args(task, clean)).stdout

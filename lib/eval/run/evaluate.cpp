@@ -203,7 +203,8 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   std::optional<io::ProgressFile> progress;
   if (options.stage_files) {
     std::filesystem::create_directories(options.out_dir);
-    kept.emplace(options.out_dir / "samples.partial.jsonl", samples_fingerprint(options), out);
+    kept.emplace(options.out_dir / "samples.partial.jsonl", samples_fingerprint(options), out,
+                 sample_matches_model(tokenizer, model->config().vocab_size));
   }
   std::vector<size_t> request_problem;
   const auto requests = missing_sample_requests(all_requests, problems, kept ? &*kept : nullptr,

@@ -56,9 +56,24 @@ generation::GenerationResult result_of_row(const io::Json& row) {
 
 }  // namespace
 
-PartialSamples::PartialSamples(std::filesystem::path file, io::Json fingerprint, std::ostream& log)
+SampleCheck sample_matches_model(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                                 int64_t vocab_size) {
+  return [tokenizer = std::move(tokenizer), vocab_size](const generation::GenerationResult& r) {
+    for (const int32_t id : r.token_ids)
+      if (id < 0 || id >= vocab_size) return false;
+    try {
+      return generation::completion_text(*tokenizer, r.token_ids, r.finish_reason, {}) == r.text;
+    } catch (const std::exception&) {  // ids the tokenizer cannot decode
+      return false;
+    }
+  };
+}
+
+PartialSamples::PartialSamples(std::filesystem::path file, io::Json fingerprint, std::ostream& log,
+                               const SampleCheck& check)
     : file_(std::move(file)) {
   std::vector<std::string> lines;  // the valid sample lines, written back below
+  size_t dropped = 0;
   if (std::ifstream in{file_}; in) {
     std::string line;
     bool header_read = false, same_settings = false;
@@ -78,6 +93,10 @@ PartialSamples::PartialSamples(std::filesystem::path file, io::Json fingerprint,
       }
       try {
         auto result = result_of_row(row);
+        if (check && !check(result)) {
+          ++dropped;
+          continue;
+        }
         kept_[{row.at("id").get<std::string>(), result.sample_index}] = std::move(result);
         lines.push_back(line);
       } catch (const std::exception&) {
@@ -92,6 +111,11 @@ PartialSamples::PartialSamples(std::filesystem::path file, io::Json fingerprint,
   });
   out_.open(file_, std::ios::app | std::ios::binary);
   if (!out_) fail("{}: cannot open for appending", file_.string());
+  if (dropped > 0)
+    log << fmt::format(
+        "warning: {}: {} kept samples do not match this model (token ids outside its vocabulary, "
+        "or text that is not the decoding of the ids); generating them again\n",
+        file_.string(), dropped);
   if (!kept_.empty())
     log << fmt::format("resuming: {} finished samples kept from {}\n", kept_.size(),
                        file_.string());
