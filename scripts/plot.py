@@ -5,7 +5,9 @@
   python3 scripts/plot.py RUN_DIR [--out DIR]
 
 One figure per metric family (train loss, KD loss, eval NLL, eval accuracy, reward, rollout accuracy,
-response lengths, entropy, KL) with one line per stage instance, labelled by its label in plan.json;
+response lengths, entropy, KL) with one line per stage instance, labelled by its label in plan.json
+(with training seeds, `seeds:` in the experiment, one line per model: the mean over its seeds at the
+steps they share, with the band from the lowest to the highest seed shaded);
 plus comparisons when the plan has them: KD vs SFT (qat instances grouped by the `objective` sweep
 variable, else by tool) and RTN vs GPTQ init (instances of one training tool grouped by the `init`
 or `method` variable).
@@ -79,10 +81,17 @@ def curve(metrics, series, column):
 
 
 def load_runs(run_dir, plan):
-    """[(stage, label, metrics)] for the instances with a readable metrics.h5 with step series."""
-    runs = []
-    labels = [s.get("label", s["id"]) for s in plan["stages"]]
-    for stage, label in zip(plan["stages"], labels):
+    """[(stage, label, [metrics])] for the instances with a readable metrics.h5 with step series. With
+    training seeds (plan["seed_variable"]), the instances of one stage that differ only in the seed
+    are one entry, their metrics one per seed."""
+    seed_variable = plan.get("seed_variable") or ""
+
+    def model_key(stage):  # the stage and its sweep point without the seed
+        point = stage.get("point", {})
+        return stage["stage"], tuple(sorted((k, str(v)) for k, v in point.items() if k != seed_variable))
+
+    entries = {}  # model key -> [stage, label, [metrics]]
+    for stage in plan["stages"]:
         path = instance_dir(run_dir, stage) / "metrics.h5"
         if not path.is_file():
             continue
@@ -91,10 +100,43 @@ def load_runs(run_dir, plan):
         except (OSError, KeyError) as e:  # a file being rewritten, or not HDF5: plot the rest
             print(f"warning: skipping {path}: {e}", file=sys.stderr)
             continue
-        if metrics:
-            # Two instances with one label (a label without the sweep variable) stay distinguishable.
-            runs.append((stage, label if labels.count(label) == 1 else f"{label} [{stage['id']}]", metrics))
+        if not metrics:
+            continue
+        key = model_key(stage) if seed_variable else stage["id"]
+        if key in entries:
+            entries[key][2].append(metrics)
+        else:
+            entries[key] = [stage, stage.get("label", stage["id"]), [metrics]]
+    labels = [label for _, label, _ in entries.values()]
+    runs = []
+    for stage, label, metrics in entries.values():
+        # Two entries with one label (a label without the sweep variable) stay distinguishable.
+        name = label if labels.count(label) == 1 else f"{label} [{stage['id']}]"
+        runs.append((stage, f"{name} ({len(metrics)} seeds)" if len(metrics) > 1 else name, metrics))
     return runs
+
+
+def seed_curve(metrics_list, series, column):
+    """(steps, mean, lowest, highest) over the seeds at the steps every seed logged, or None when a
+    seed lacks the column. One seed: its curve, with itself as the band."""
+    curves = [curve(m, series, column) for m in metrics_list]
+    if any(c is None for c in curves):
+        return None
+    steps = curves[0][0]
+    for x, _ in curves[1:]:
+        steps = np.intersect1d(steps, x)
+    if steps.size == 0:
+        return None
+    values = np.stack([y[np.searchsorted(x, steps)] for x, y in curves])
+    return steps, values.mean(axis=0), values.min(axis=0), values.max(axis=0)
+
+
+def draw(ax, c, **style):
+    """A line (the seeds' mean) and, over several seeds, the band between the lowest and highest."""
+    x, y, lo, hi = c
+    (line,) = ax.plot(x, y, marker="o" if len(x) < 20 else None, markersize=3, **style)
+    if not np.array_equal(lo, hi):
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
 
 
 def save(fig, ax, out_dir, stem, written):
@@ -113,15 +155,15 @@ def plot_families(runs, out_dir, written):
         lines = []
         for _, label, metrics in runs:
             for series, column in candidates:
-                c = curve(metrics, series, column)
+                c = seed_curve(metrics, series, column)
                 if c is not None:
                     lines.append((label, c))
                     break
         if not lines:
             continue
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for label, (x, y) in lines:
-            ax.plot(x, y, marker="o" if len(x) < 20 else None, markersize=3, label=label)
+        for label, c in lines:
+            draw(ax, c, label=label)
         ax.set_title(title)
         ax.set_ylabel(ylabel)
         save(fig, ax, out_dir, stem, written)
@@ -135,7 +177,7 @@ def plot_comparison(runs, groups, metrics_to_try, stem, what_differs, out_dir, w
     if len(names) < 2:
         return
     for series, column, what in metrics_to_try:
-        curves = [(g, label, curve(metrics, series, column)) for g, label, metrics in grouped]
+        curves = [(g, label, seed_curve(metrics, series, column)) for g, label, metrics in grouped]
         if all(c is not None for _, _, c in curves):
             break
     else:
@@ -145,11 +187,10 @@ def plot_comparison(runs, groups, metrics_to_try, stem, what_differs, out_dir, w
     styles = ["-", "--", ":", "-."]
     seen = {name: 0 for name in names}
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for group, label, (x, y) in sorted(curves, key=lambda t: t[0]):
+    for group, label, c in sorted(curves, key=lambda t: t[0]):
         style = styles[seen[group] % len(styles)]
         seen[group] += 1
-        ax.plot(x, y, color=colours[group], linestyle=style, marker="o" if len(x) < 20 else None, markersize=3,
-                label=f"{group}: {label}")
+        draw(ax, c, color=colours[group], linestyle=style, label=f"{group}: {label}")
     ax.set_title(f"{what_differs}{' vs '.join(names)}: {what}")
     ax.set_ylabel(what)
     save(fig, ax, out_dir, stem, written)

@@ -45,9 +45,9 @@ for stage, label, metrics in plot.load_runs(run_dir, plan):
     out[label] = {}
     for stem, _, _, candidates in plot.FAMILIES:
         for series, column in candidates:
-            c = plot.curve(metrics, series, column)
+            c = plot.seed_curve(metrics, series, column)
             if c is not None:
-                out[label][stem] = [c[0].tolist(), c[1].tolist()]
+                out[label][stem] = [c[0].tolist(), c[1].tolist(), c[2].tolist(), c[3].tolist()]
                 break
 print(json.dumps(out))
 """
@@ -158,9 +158,9 @@ def test_fake_runs_give_one_png_per_family_and_the_comparisons(tmp_path):
             rows = data[series]
             steps, values = without_nan([row["step"] for row in rows], [row.get(column, np.nan) for row in rows])
             if steps:
-                want[stem] = [steps, values]
+                want[stem] = [steps, values, values, values]  # one seed: the band is the line
         assert got[label] == want, label
-    assert got["RTN + SFT"]["eval_accuracy"] == [[6.0], [0.25]]  # NaN steps dropped
+    assert got["RTN + SFT"]["eval_accuracy"] == [[6.0], [0.25], [0.25], [0.25]]  # NaN steps dropped
 
     # --out elsewhere, and a run without training stages gives no figure (and says so).
     bare = tmp_path / "bare"
@@ -173,6 +173,39 @@ def test_fake_runs_give_one_png_per_family_and_the_comparisons(tmp_path):
 def write_dir(path):
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def test_training_seeds_are_one_line_with_a_band(tmp_path):
+    """With `seeds:` (plan.json's seed_variable) the instances of one model that differ only in the seed are one
+    line: the mean over the seeds at the steps they all logged, and the lowest and highest seed as its band."""
+    run_dir = tmp_path / "run"
+    rng = np.random.default_rng(41)
+    stages, losses = [], {}
+    for objective in ("sft", "kd"):
+        for seed in range(3):
+            id = f"qat.objective-{objective}.seed-{seed}"
+            steps = range(1, 7) if seed < 2 else range(1, 5)  # seed 2 stopped early: steps 1-4 shared
+            train = [{"step": s, "loss": float(rng.random())} for s in steps]
+            losses[(objective, seed)] = [r["loss"] for r in train]
+            write_metrics_h5(run_dir / id / "metrics.h5", {"train": train}, {"tool": f"qat-{objective}"})
+            stages.append(stage(run_dir, id, f"qat-{objective}", label=f"GPTQ + {objective.upper()}",
+                                point={"objective": objective, "seed": str(seed)}))
+    write_plan(run_dir, stages, sweep=("objective", "seed"))
+    plan = json.loads((run_dir / "plan.json").read_text())
+    plan["seed_variable"] = "seed"
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+
+    got = read_back(run_dir)
+    assert set(got) == {"GPTQ + SFT (3 seeds)", "GPTQ + KD (3 seeds)"}
+    for objective in ("sft", "kd"):
+        per_seed = np.array([losses[(objective, s)][:4] for s in range(3)])
+        steps, mean, lo, hi = got[f"GPTQ + {objective.upper()} (3 seeds)"]["train_loss"]
+        assert steps == [1.0, 2.0, 3.0, 4.0]
+        np.testing.assert_allclose(mean, per_seed.mean(axis=0), rtol=1e-6)
+        np.testing.assert_allclose(lo, per_seed.min(axis=0), rtol=1e-6)
+        np.testing.assert_allclose(hi, per_seed.max(axis=0), rtol=1e-6)
+    written = run([SYSTEM_PYTHON, PLOT, run_dir]).stdout.split()
+    assert [Path(p).stem for p in written] == ["train_loss"]  # one figure: no eval series here
 
 
 def test_missing_plan_is_a_one_line_error(tmp_path):
@@ -218,6 +251,6 @@ def test_real_qat_runs_and_rqat_report_plots(tmp_path):
         rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
         train = [r for r in rows if r["series"] == "train"]
         evals = [r for r in rows if r["series"] == "eval"]
-        assert got[f"W2 {o}"]["train_loss"] == [[float(r["step"]) for r in train], [r["loss"] for r in train]]
-        assert got[f"W2 {o}"]["eval_nll"] == [[float(r["step"]) for r in evals], [r["nll"] for r in evals]]
+        assert got[f"W2 {o}"]["train_loss"][:2] == [[float(r["step"]) for r in train], [r["loss"] for r in train]]
+        assert got[f"W2 {o}"]["eval_nll"][:2] == [[float(r["step"]) for r in evals], [r["nll"] for r in evals]]
         assert [r["step"] for r in evals] == [0, 2, 4]
