@@ -14,8 +14,8 @@ from llama_cpp_peer import import_llama_cpp
 
 llama_cpp = import_llama_cpp()
 if llama_cpp is None:
-    sys.exit("bench_cpu_decode_llama: llama-cpp-python is not installed (scripts/setup installs it from "
-             "scripts/requirements-peers.txt)")
+    sys.exit("bench_cpu_decode_llama: llama-cpp-python is not installed (RQAT_PEERS=1 scripts/setup, or "
+             "scripts/test, installs it from scripts/requirements-peers.txt)")
 
 
 def main():

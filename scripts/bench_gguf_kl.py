@@ -39,7 +39,7 @@ def main():
     from llama_cpp_peer import import_llama_cpp
     llama_cpp = import_llama_cpp()
     if llama_cpp is None:
-        sys.exit("bench_gguf_kl: error: llama-cpp-python is not installed (scripts/setup builds it)")
+        sys.exit("bench_gguf_kl: error: llama-cpp-python is not installed (RQAT_PEERS=1 scripts/setup, or scripts/test, builds it)")
     bin_dir, model = pathlib.Path(args.bin_dir), pathlib.Path(args.model)
     if not (model / "config.json").exists():
         sys.exit(f"bench_gguf_kl: error: --model {model}: no config.json")
