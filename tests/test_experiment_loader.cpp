@@ -406,7 +406,11 @@ findings:
   CHECK(ids_of(plan, "eval_qat").size() == 6);
   const auto* trained = plan.find("qat.objective-sft.seed-1");
   REQUIRE(trained != nullptr);
-  CHECK(std::find(trained->argv.begin(), trained->argv.end(), "1") != trained->argv.end());
+  const auto seed_flag = std::find(trained->argv.begin(), trained->argv.end(), "--seed");
+  REQUIRE(seed_flag != trained->argv.end());
+  CHECK(*std::next(seed_flag) == "1");
+  CHECK(point_value(*trained, "seed") == "1");
+  CHECK(point_value(*plan.find("ptq"), "seed").empty());
   // plan.json keeps the seed variable for the report.
   write_plan(dir / "plan.json", plan);
   CHECK(read_plan(dir / "plan.json").seed_variable == "seed");

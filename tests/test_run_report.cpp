@@ -411,7 +411,7 @@ TEST_CASE("paired_difference: the mean and paired SE of per-problem differences 
   // 5 problems x 2 samples: shares 1, .5, 0, 1, .5 against .5, 0, 0, 1, 0.
   const ProblemScores high = {{"a", 1.0}, {"b", 0.5}, {"c", 0.0}, {"d", 1.0}, {"e", 0.5}};
   const ProblemScores low = {{"a", 0.5}, {"b", 0.0}, {"c", 0.0}, {"d", 1.0}, {"e", 0.0}};
-  const auto d = paired_difference({{high, low}});
+  const auto d = paired_difference({{"", high, low}});
   CHECK(d.pairs == 1);
   CHECK(d.problems == 5);
   CHECK(d.difference == Approx(0.3).epsilon(1e-12));
@@ -436,10 +436,11 @@ TEST_CASE("paired_difference: the mean and paired SE of per-problem differences 
   CHECK(d.standard_error < std::hypot(se_of(high), se_of(low)));
 
   // Problems missing on either side are left out; none in common is an error.
-  const auto partial = paired_difference({{high, {{"a", 0.0}, {"b", 0.0}, {"z", 1.0}}}});
+  const auto partial = paired_difference({{"", high, {{"a", 0.0}, {"b", 0.0}, {"z", 1.0}}}});
   CHECK(partial.problems == 2);
   CHECK(partial.difference == Approx(0.75));
-  rqat::test::require_error([&] { paired_difference({{high, {{"z", 1.0}}}}); }, {"share no problem"});
+  rqat::test::require_error([&] { paired_difference({{"", high, {{"z", 1.0}}}}); },
+                            {"share no problem"});
 }
 
 TEST_CASE("findings in the report: pairs matched on the other sweep values, verdicts, not run") {

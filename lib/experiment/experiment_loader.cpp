@@ -541,8 +541,7 @@ void check_finding_arm(const ExperimentSource& source, const ExperimentPlan& pla
 void check_seeds_used(const ExperimentSource& source, const ExperimentPlan& plan) {
   if (plan.seed_variable.empty()) return;
   for (const auto& s : plan.stages)
-    for (const auto& [variable, value] : s.point)
-      if (variable == plan.seed_variable) return;
+    if (!point_value(s, plan.seed_variable).empty()) return;
   source.fail_at("seeds", source.root()["seeds"],
                  fmt::format("no stage uses ${{{}}}: give the training stages `seed: ${{{}}}` "
                              "(e.g. in defaults) or drop `seeds`",

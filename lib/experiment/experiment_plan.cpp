@@ -40,6 +40,12 @@ const std::vector<ResourceField>& slurm_resource_fields() {
   return fields;
 }
 
+std::string point_value(const StageInstance& instance, const std::string& variable) {
+  for (const auto& [name, value] : instance.point)
+    if (name == variable) return value;
+  return "";
+}
+
 bool instance_matches(const StageInstance& instance,
                       const std::vector<std::pair<std::string, std::string>>& where) {
   return std::all_of(where.begin(), where.end(), [&](const auto& condition) {

@@ -98,6 +98,9 @@ struct ExperimentPlan {
   const StageInstance* find(const std::string& id) const;
 };
 
+// The instance's value of a sweep variable, "" when the instance does not depend on it.
+std::string point_value(const StageInstance& instance, const std::string& variable);
+
 // Whether the instance's sweep point has every (variable, value) of `where`.
 bool instance_matches(const StageInstance& instance,
                       const std::vector<std::pair<std::string, std::string>>& where);

@@ -135,7 +135,7 @@ Sweep read_sweep(const ExperimentSource& source, const YAML::Node& node) {
   return sweep;
 }
 
-// `seeds: N` (seeds 0 .. N-1) or `seeds: [0, 7, 11]`: one more grid axis, innermost, named
+// `seeds: N` (seeds 0 .. N-1) or `seeds: [0, 7, 11]`: one more grid axis, the last, named
 // kSeedVariable. Only the stages that use ${seed} (directly or through an input) repeat per seed. A
 // `seed` in vars is the value without `seeds:` (one run per arm); the sweep wins, as for any axis.
 void add_seed_axis(const ExperimentSource& source, const YAML::Node& node, ExperimentSpec& spec) {

@@ -64,7 +64,7 @@ struct ExperimentSpec {
   std::string description;
   std::optional<LocatedValue> out;
   std::map<std::string, LocatedValue> vars;
-  Sweep sweep;               // with the seed axis last when `seeds:` is declared
+  Sweep sweep;               // the seed axis its last grid axis when `seeds:` is declared
   std::string seed_variable;  // kSeedVariable when `seeds:` is declared, else ""
   std::map<std::string, NamedValues> defaults;  // tool -> args every stage of it gets
   NamedValues slurm_default;                    // slurm.partition/account, then slurm.default

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "experiment/run_report.h"
+#include "experiment/sample_statistics.h"
 #include "io/error.h"
 #include "io/jsonl.h"
 
@@ -44,31 +45,12 @@ bool pair_up(const StageInstance& a, const StageInstance& b, const Finding& f) {
 
 std::string points(double share) { return fmt::format("{:+.1f}", 100 * share); }
 
-double mean_of(const std::vector<double>& values) {
-  double sum = 0;
-  for (const double v : values) sum += v;
-  return sum / static_cast<double>(values.size());
-}
-
-// With n - 1 in the denominator; needs two values.
-double sample_variance(const std::vector<double>& values) {
-  const double mean = mean_of(values);
-  double squares = 0;
-  for (const double v : values) squares += (v - mean) * (v - mean);
-  return squares / static_cast<double>(values.size() - 1);
-}
-
 // The training seed of a pair: the seed value of either instance ("" when neither has one; both,
 // joined, when an arm's `where` fixes the seed and the two differ).
 std::string pair_seed(const StageInstance& high, const StageInstance& low,
                       const std::string& seed_variable) {
   if (seed_variable.empty()) return "";
-  const auto seed_of = [&](const StageInstance& s) -> std::string {
-    for (const auto& [variable, value] : s.point)
-      if (variable == seed_variable) return value;
-    return "";
-  };
-  const std::string a = seed_of(high), b = seed_of(low);
+  const std::string a = point_value(high, seed_variable), b = point_value(low, seed_variable);
   if (a.empty() || b.empty() || a == b) return a.empty() ? b : a;
   return a + "/" + b;
 }
@@ -148,14 +130,6 @@ PairedDifference paired_difference(const std::vector<SeededPair>& pairs) {
   result.problem_standard_error = std::sqrt(problem_part);
   result.standard_error = std::sqrt(between_seeds / S + problem_part);
   return result;
-}
-
-PairedDifference paired_difference(
-    const std::vector<std::pair<ProblemScores, ProblemScores>>& pairs) {
-  std::vector<SeededPair> seeded;
-  seeded.reserve(pairs.size());
-  for (const auto& [higher, lower] : pairs) seeded.push_back({"", higher, lower});
-  return paired_difference(seeded);
 }
 
 std::string finding_verdict(double difference, double standard_error) {

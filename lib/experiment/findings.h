@@ -60,11 +60,10 @@ struct PairedDifference {
   std::vector<SeedDifference> per_seed;  // in seed order; one entry with one seed
 };
 
-// The paired difference over `pairs` of (higher, lower) scores; problems missing from any score
-// map are left out. Fails when no problem is in all of them.
+// The paired difference over `pairs` of (higher, lower) scores, grouped by seed (all of one seed:
+// the problem-only paired SE); problems missing from any score map are left out. Fails when no
+// problem is in all of them.
 PairedDifference paired_difference(const std::vector<SeededPair>& pairs);
-// All pairs of one seed: the problem-only paired SE.
-PairedDifference paired_difference(const std::vector<std::pair<ProblemScores, ProblemScores>>& pairs);
 
 // "shown", "refuted" or "undecided" (see the top of this file); with no spread at all (SE 0) any
 // nonzero difference decides.

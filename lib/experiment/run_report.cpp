@@ -6,9 +6,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
+#include <map>
 #include <set>
 
+#include "experiment/sample_statistics.h"
 #include "io/atomic_file.h"
 #include "io/error.h"
 #include "io/hdf5_columns.h"
@@ -273,41 +274,35 @@ ResultRow* find_row(ResultsTable& table, const std::string& label, const std::st
   return nullptr;
 }
 
-bool depends_on_seed(const ExperimentPlan& plan, const StageInstance& s) {
-  return !plan.seed_variable.empty() &&
-         std::any_of(s.point.begin(), s.point.end(),
-                     [&](const auto& v) { return v.first == plan.seed_variable; });
-}
-
-// Adds one seed's evaluation to a seeded cell (ResultCell::seed_pass1). A seed not finished yet
-// leaves the cell showing its status until every seed has a score.
-void add_seed(ResultCell& cell, const ResultCell seed) {  // a copy: the first seed is the cell
-  if (!seed.pass1) {
-    cell.status = seed.status;
-    cell.pass1.reset();
-    cell.seed_pass1.push_back(std::numeric_limits<double>::quiet_NaN());
-    return;
+// The cell of a model evaluated once per training seed (ResultCell::seed_pass1): the seeds' mean
+// and its SE; until every seed has a score, the status of the first that has none.
+ResultCell combine_seeds(const std::vector<ResultCell>& seeds) {
+  ResultCell cell = seeds.front();
+  std::vector<double> scores, squared_errors;
+  for (const auto& seed : seeds) {
+    if (!seed.pass1) {
+      cell.status = seed.status;
+      cell.pass1.reset();
+      cell.pass1_stderr.reset();
+      return cell;
+    }
+    scores.push_back(*seed.pass1);
+    if (seed.pass1_stderr) squared_errors.push_back(*seed.pass1_stderr * *seed.pass1_stderr);
   }
-  cell.seed_pass1.push_back(*seed.pass1);
-  if (seed.pass1_stderr) cell.seed_stderr.push_back(*seed.pass1_stderr);
-  if (std::any_of(cell.seed_pass1.begin(), cell.seed_pass1.end(),
-                  [](double v) { return std::isnan(v); }))
-    return;
-  const double n = static_cast<double>(cell.seed_pass1.size());
-  double mean = 0, between = 0, within = 0;
-  for (const double v : cell.seed_pass1) mean += v / n;
-  for (const double v : cell.seed_pass1) between += (v - mean) * (v - mean);
-  if (n > 1) between /= n - 1;
-  for (const double se : cell.seed_stderr) within += se * se;
-  if (!cell.seed_stderr.empty()) within /= static_cast<double>(cell.seed_stderr.size());
-  cell.pass1 = mean;
-  cell.pass1_stderr = std::sqrt(between / n + within);
+  const double between = scores.size() > 1 ? sample_variance(scores) : 0.0;
+  const double within = squared_errors.empty() ? 0.0 : mean_of(squared_errors);
+  cell.pass1 = mean_of(scores);
+  cell.pass1_stderr = std::sqrt(between / static_cast<double>(scores.size()) + within);
+  cell.seed_pass1 = std::move(scores);
+  return cell;
 }
 
 ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
                            const std::vector<StageReport>& stages,
                            std::vector<std::string>& notes) {
   ResultsTable table;
+  // (row, column) -> each seed's cell of a model trained with several seeds, combined at the end.
+  std::map<std::pair<std::size_t, std::size_t>, std::vector<ResultCell>> seed_cells;
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
     const StageInstance& s = plan.stages[i];
     if (!is_eval_math(s)) continue;
@@ -321,10 +316,16 @@ ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
     }
     std::string label = row_label(plan, run_dir, s);
     ResultRow* row = find_row(table, label, facts.bits);
-    const bool seeded = depends_on_seed(plan, s);
-    if (row && row->cells[col] && seeded && !row->cells[col]->seed_pass1.empty()) {
-      add_seed(*row->cells[col], facts.cell);  // another seed of the same model
-      continue;
+    const bool seeded = !point_value(s, plan.seed_variable).empty();
+    const auto at = [&](const ResultRow* r) {
+      return std::pair{static_cast<std::size_t>(r - table.rows.data()), col};
+    };
+    if (row && seeded) {
+      const auto seeds = seed_cells.find(at(row));
+      if (seeds != seed_cells.end()) {
+        seeds->second.push_back(facts.cell);  // another seed of the same model
+        continue;
+      }
     }
     if (row && row->cells[col]) {
       // Two evaluations of one model on one benchmark: keep both, the second told apart by its id.
@@ -341,8 +342,10 @@ ResultsTable results_table(const ExperimentPlan& plan, const fs::path& run_dir,
     }
     if (row->bits == "?") row->bits = facts.bits;
     row->cells[col] = facts.cell;
-    if (seeded) add_seed(*row->cells[col], facts.cell);
+    if (seeded) seed_cells[at(row)] = {facts.cell};
   }
+  for (const auto& [at, seeds] : seed_cells)
+    table.rows[at.first].cells[at.second] = combine_seeds(seeds);
   std::set<std::string> rewards;
   bool plain = false;
   for (const auto& row : table.rows)

@@ -52,9 +52,9 @@ struct ResultCell {
   // Training seeds (`seeds:`): the evaluations of one model trained with each seed share a cell;
   // pass1 is then their mean, pass1_stderr sqrt(between-seed variance / seeds + the mean of the
   // seeds' squared SEs) (the problems are the same for every seed, so their part does not shrink),
-  // and seed_pass1 each seed's score in seed order. Empty for a model no seed reaches.
+  // and seed_pass1 each seed's score in seed order. Empty for a model no seed reaches, and until
+  // every seed has a score.
   std::vector<double> seed_pass1;
-  std::vector<double> seed_stderr;  // each seed's SE, where its summary has one
 };
 
 struct ResultRow {

@@ -18,9 +18,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <memory>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
