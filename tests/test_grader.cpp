@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "eval/answer_extraction.h"
+#include "eval/equation_form.h"
 #include "eval/grader.h"
+#include "eval/inequality.h"
 #include "eval/normalize.h"
 
 using rqat::eval::GradeKind;
@@ -364,7 +366,10 @@ const std::vector<Case> kCases = {
   {"equations", "\\boxed{5x-7y+11z=-4}", "5x - 7y + 11z + 4 = 0", EQ},
   {"equations", "\\boxed{5x-7y+11z+5=0}", "5x - 7y + 11z + 4 = 0", NE},
   {"equations", "\\boxed{y=-2x}", "y = -2x", EQ},
-  {"equations", "\\boxed{2x+y=0}", "y = -2x", NE},
+  // Until issue 42 a gold "y = -2x" lost its left side in normalization and this was not equal;
+  // equivalent equations are equal now, as in Math-Verify.
+  {"equations", "\\boxed{2x+y=0}", "y = -2x", EQ},
+  {"equations", "\\boxed{2x+y=1}", "y = -2x", NE},
   {"equations", "\\boxed{x^2+y^2=4}", "y^2+x^2=4", EQ},
   {"equations", "\\boxed{x^2+y^2=4}", "x^2+y^2=2", NE},
   {"equations", "\\boxed{x=2}", "2", EQ},
@@ -503,6 +508,62 @@ const std::vector<Case> kCases = {
   {"negatives", "\\boxed{\\frac{1}{2}+1}", "\\frac{1}{2}", NE},
   {"negatives", "\\boxed{(1,2)+1}", "(1,2)", UP},
 
+  // --- issue 42: answers without a box (the last math span, a "Final Answer" heading, short text)
+  {"no-box", "Since $x=2$, we get $\\frac13$.", "\\frac{1}{3}", EQ},
+  {"no-box", "Therefore the range is $[0,1)$.", "[0,1)", EQ},
+  {"no-box", "Therefore the range is $[0,1)$.", "[0,1]", NE},
+  {"no-box", "The correct option is $\\text{E}$", "\\text{E}", EQ},
+  {"no-box", "So\n\\[ 2\\sqrt{3} \\]", "\\sqrt{12}", EQ},
+  {"no-box", "Hence \\(-\\frac{3}{2}\\).", "-1.5", EQ},
+  {"no-box", "Thus $$\\frac{\\pi}{4}$$", "\\pi/4", EQ},
+  {"no-box", "**Final Answer**\n\\[\n(1, -2)\n\\]", "(1,-2)", EQ},
+  {"no-box", "The final answer is:\n\n$$7$$", "7", EQ},
+  {"no-box", "1/3", "\\frac{1}{3}", EQ},
+  {"no-box", "$-\\frac{5}{2}$", "-2.5", EQ},
+  // A number after the last span is the later answer; money is not a span.
+  {"no-box", "We get $\\frac{1}{3}$, about 0.33 in total, so 0.25.", "0.25", EQ},
+  {"no-box", "He paid $5 and got $3 back, so 2 dollars remain", "2", EQ},
+  {"no-box", "Tickets cost $4 each, so $12 in all.", "12", EQ},
+  // --- issue 42: several boxes, assignments, chains, equivalent equations
+  {"several-boxes", "The roots are $\\boxed{1}$ and $\\boxed{-2}$.", "-2, 1", EQ},
+  {"several-boxes", "So $x = \\boxed{-2}$ or $x = \\boxed{6}$.", "6, -2", EQ},
+  {"several-boxes", "The roots are $\\boxed{1}$ and $\\boxed{-2}$.", "1", NE},
+  {"several-boxes", "$\\boxed{15\\frac{39}{40}}$, or $\\boxed{\\frac{639}{40}}$ inches", "\\frac{639}{40}", EQ},
+  {"several-boxes", "First \\boxed{3}. Then, correcting, \\boxed{4}", "4", EQ},
+  {"assignments", "\\boxed{(3,2)}", "(p,q)=(3,2)", EQ},
+  {"assignments", "\\boxed{(2,3)}", "(p,q)=(3,2)", NE},
+  {"assignments", "\\boxed{(p, q) = (3, 2)}", "(p,q)=(3,2)", EQ},
+  {"assignments", "\\boxed{x = 2+3 = 5}", "5", EQ},
+  {"assignments", "\\boxed{x = 2+3 = 6}", "5", NE},
+  {"assignments", "\\boxed{26+1=27}", "27", EQ},
+  {"assignments", "\\boxed{2x+1=5}", "5", NE},
+  {"assignments", "\\boxed{2x+1}", "y = 2x + 1", EQ},
+  {"assignments", "\\boxed{x = 2, 1}", "1, 2", EQ},
+  {"assignments", "\\boxed{2x - y + 1 = 0}", "y = 2x + 1", EQ},
+  {"assignments", "\\boxed{2y = 4x + 2}", "y = 2x + 1", EQ},
+  {"assignments", "\\boxed{y = 2x - 1}", "y = 2x + 1", NE},
+  // --- issue 42: inequalities as intervals
+  {"inequalities", "\\boxed{x >= 5}", "x \\geq 5", EQ},
+  {"inequalities", "\\boxed{5 \\le x}", "x \\geq 5", EQ},
+  {"inequalities", "\\boxed{[5, \\infty)}", "x \\geq 5", EQ},
+  {"inequalities", "\\boxed{x \\geq 5}", "[5,\\infty)", EQ},
+  {"inequalities", "\\boxed{x > 5}", "x \\geq 5", NE},
+  {"inequalities", "\\boxed{(5, \\infty)}", "x \\geq 5", NE},
+  {"inequalities", "\\boxed{0 < f(x) < 1}", "(0,1)", EQ},
+  {"inequalities", "\\boxed{1 > x > 0}", "0 < x < 1", EQ},
+  {"inequalities", "\\boxed{0 \\le x < 1}", "0 < x < 1", NE},
+  {"inequalities", "\\boxed{(-\\infty, -6)}", "x < -6", EQ},
+  {"inequalities", "\\boxed{|x| < 3}", "x < 3", UP},  // |x| is not a subject: not an interval
+  // --- issue 42: units, text wrappers and number formats
+  {"formats", "\\boxed{12\\textnormal{ miles}}", "12", EQ},
+  {"formats", "\\boxed{28 pct}", "28\\%", EQ},
+  {"formats", "\\boxed{1 000}", "1000", EQ},
+  {"formats", "\\boxed{1\\,000}", "1000", EQ},
+  {"formats", "\\boxed{\\\\frac{3}{7}}", "\\frac37", EQ},
+  {"formats", "\\boxed{\\\\left(1, 2\\\\right]}", "(1,2]", EQ},
+  {"formats", "\\boxed{x \\\\le 3}", "x \\le 3", EQ},
+  {"formats", "\\boxed{x \\\\ge 3}", "x \\le 3", NE},
+
   // --- GSM8K-style completions
   {"gsm8k", "Janet has 16 - 3 - 4 = 9 eggs.\n9 * 2 = 18\nThe answer is 18.", "18", EQ},
   {"gsm8k", "So he earns $70,000 in profit.", "70000", EQ},
@@ -544,7 +605,9 @@ TEST_CASE("the table is symmetric where it should be: equal pairs stay equal whe
     if (!p) continue;
     std::string group = c.group;
     // Bare lists against tuples and units written only on one side are one-directional by design.
-    if (group == "structures" || group == "letters" || group == "extraction") continue;
+    if (group == "structures" || group == "letters" || group == "extraction" ||
+        group == "several-boxes" || group == "no-box")
+      continue;
     auto swapped = rqat::eval::grade(c.gold, *p, options);
     if (swapped.kind != EQ) {
       ++failures;
@@ -572,6 +635,60 @@ TEST_CASE("extraction helpers", "[grader][extraction]") {
   CHECK(strip_thinking("<think>a b") == "<think>a b");
   CHECK(answer_phrase("so the final answer is $\\frac{1}{2}$.\nDone") == "\\frac{1}{2}");
   CHECK(extract_answer("<think>\\boxed{1}</think> no box, answer: 2") == "2");
+}
+
+TEST_CASE("extraction priority: boxes, phrases, the last math span, short text, the last number",
+          "[grader][extraction]") {
+  using namespace rqat::eval;
+  CHECK(final_boxes("The roots are $\\boxed{1}$ and $\\boxed{2}$.") == "1, 2");
+  CHECK(final_boxes("$x = \\boxed{-2}$ or $x = \\boxed{6}$") == "-2, 6");
+  CHECK(final_boxes("\\boxed{1}, then \\boxed{2}") == "2");
+  CHECK(final_boxes("\\boxed{1}. \\boxed{2}") == "2");
+  CHECK(extract_answer("The answer is 5.\nWe also saw $7$") == "5");  // a phrase before a math span
+  CHECK(extract_answer("We get $\\frac13$.") == "\\frac13");
+  CHECK(extract_answer("We get $\\frac13$ and 5 apples") == "5");  // a number after the span
+  CHECK(extract_answer("1/3") == "1/3");
+  CHECK(extract_answer("She has 7 apples") == "7");  // prose: not a short answer
+  CHECK(extract_answer("#### 27") == "27");           // a marker: not a short answer
+  CHECK(extract_answer("**Final Answer**\n\\[\n\\frac{1}{2}\n\\]") == "\\frac{1}{2}");
+  CHECK(extract_answer("so the final answer is:\n$$4$$") == "4");
+  CHECK(!last_math_span("it cost $5 and then $6"));     // money, not math
+  CHECK(!last_math_span("it cost \\$5 and \\$6"));      // escaped dollars
+  CHECK(last_math_span("so \\(x^2\\) and \\[y\\]") == "y");
+  CHECK(last_math_span("a $1$ b $$2$$ c") == "2");
+  CHECK(!short_answer_text(std::string(60, '1')));
+  CHECK(!short_answer_text("the answer"));
+}
+
+TEST_CASE("inequalities read as intervals, and answers with '='", "[grader][forms]") {
+  using namespace rqat::eval;
+  CHECK(inequality_as_interval("x\\geq5") == "[5,\\infty)");
+  CHECK(inequality_as_interval("5\\le x") == "[5,\\infty)");
+  CHECK(inequality_as_interval("x<-6") == "(-\\infty,-6)");
+  CHECK(inequality_as_interval("-1<x\\le6") == "(-1,6]");
+  CHECK(inequality_as_interval("6>x>-1") == "(-1,6)");
+  CHECK(inequality_as_interval("0<f(x)<1") == "(0,1)");
+  CHECK(!inequality_as_interval("x<y"));    // two subjects
+  CHECK(!inequality_as_interval("1<x>2"));  // not one direction
+  CHECK(!inequality_as_interval("|x|<3"));  // not a variable
+  CHECK(!inequality_as_interval("x=5"));
+
+  auto chain = equation_form("x=2+3=5");
+  REQUIRE(chain);
+  CHECK(chain->assignment);
+  CHECK(equation_value(*chain) == "5");
+  auto tuple = equation_form("(p,q)=(3,2)");
+  REQUIRE(tuple);
+  CHECK(tuple->assignment);
+  CHECK(equation_value(*tuple) == "(3,2)");
+  auto equation = equation_form("2x+1=5");
+  REQUIRE(equation);
+  CHECK(!equation->assignment);
+  CHECK(!equation_value(*equation));
+  CHECK(equation_value(*equation_form("26+1=27")) == "27");
+  CHECK(!equation_form("x=1,y=2"));  // a list of assignments
+  CHECK(!equation_form("x<=5"));
+  CHECK(!equation_form("5"));
 }
 
 TEST_CASE("Minerva's closing line yields its answer", "[grader][extraction]") {

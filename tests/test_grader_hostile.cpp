@@ -65,6 +65,14 @@ TEST_CASE("megabyte completions of repeated markers grade in linear time", "[gra
     grade_hostile("The answer is " + repeat("**", 500'000) + "8" + repeat(".", 500'000), "7");
     grade_hostile("The answer is " + repeat(": ", 500'000), "7");
   }
+  // Issue 42's extraction steps: adjacent boxes joined into one answer, math spans and money.
+  SECTION("adjacent boxes") { grade_hostile(repeat("\\boxed{1} and ", n), "7"); }
+  SECTION("money that is not a math span") { grade_hostile(repeat("$5 and then ", n), "7"); }
+  SECTION("unclosed math spans") {
+    grade_hostile(repeat("\\( x ", n), "7");
+    grade_hostile(repeat("x \\] ", n), "7");
+    grade_hostile(repeat("$$ ", n), "7");
+  }
   SECTION("\"The answer is\" on many lines") {
     grade_hostile(repeat("The answer is 8.\n", n), "7");
   }

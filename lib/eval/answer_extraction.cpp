@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <utility>
+#include <vector>
 
 #include "eval/normalize.h"
 #include "eval/text_util.h"
@@ -37,6 +38,7 @@ struct BoxScan {
   std::optional<std::string> content;  // nullopt when the box has none (unclosed, \boxedfoo)
   size_t unclosed_brace = std::string_view::npos;  // its '{' when that brace never closes
   size_t scanned = 0;                              // characters read, for the budget
+  size_t end = 0;                                  // one past the box (when it has content)
 };
 
 // The box whose command name ends at `after_name`: "\boxed{...}" (nested braces matched) or
@@ -48,10 +50,12 @@ BoxScan scan_box(std::string_view text, size_t after_name) {
   if (i < text.size() && text[i] == '{') {
     const size_t close = matching_brace(text, i);
     scan.scanned = (close == std::string_view::npos ? text.size() : close) - after_name;
-    if (close == std::string_view::npos)
+    if (close == std::string_view::npos) {
       scan.unclosed_brace = i;
-    else
+    } else {
       scan.content = trim(text.substr(i + 1, close - i - 1));
+      scan.end = close + 1;
+    }
     return scan;
   }
   scan.scanned = i - after_name;
@@ -59,6 +63,7 @@ BoxScan scan_box(std::string_view text, size_t after_name) {
   size_t end = i;
   while (end < text.size() && !is_space(text[end]) && text[end] != '$') ++end;
   scan.scanned = end - after_name;
+  scan.end = end;
   if (end > i) scan.content = trim(text.substr(i, end - i));
   return scan;
 }
@@ -136,7 +141,15 @@ std::string_view strip_thinking(std::string_view completion) {
   return completion.substr(pos + kClose.size());
 }
 
-std::optional<std::string> last_boxed(std::string_view text, Budget* budget) {
+namespace {
+
+struct FoundBox {
+  std::string content;
+  size_t start = 0;  // the backslash of \boxed
+  size_t end = 0;    // one past the box's last character
+};
+
+std::optional<FoundBox> find_last_box(std::string_view text, Budget* budget) {
   // Boxes are tried from the last one back, found by one backward scan over backslashes (searching
   // each command name separately from every box back to the start was quadratic in the number of
   // boxes). A box whose brace at i never closes means the text from i on never returns to depth 0,
@@ -153,28 +166,142 @@ std::optional<std::string> last_boxed(std::string_view text, Budget* budget) {
     const std::string_view bounded = text.substr(0, std::max(limit, at + name));
     BoxScan box = scan_box(bounded, at + name);
     charge(budget, box.scanned);
-    if (box.content && !box.content->empty()) return std::move(box.content);
+    if (box.content && !box.content->empty())
+      return FoundBox{std::move(*box.content), at, box.end};
     if (box.unclosed_brace != std::string_view::npos) limit = box.unclosed_brace;
   }
   return std::nullopt;
 }
 
-std::optional<std::string> answer_phrase(std::string_view text, Budget* budget) {
-  charge(budget, text.size());
-  const std::string low = lower(text);
+// What may stand between two boxes that together give one answer ("$\boxed{1}$ and
+// $\boxed{2}$", "$x = \boxed{-2}$ or $x = \boxed{6}$"): math delimiters, spaces, commas and
+// semicolons, "and" / "or", and "x =" before the next box. Anything else ("then", a period, a
+// number) separates a revised answer from an earlier one, and only the last box counts.
+bool joins_boxes(std::string_view between) {
+  std::string_view s = between;
+  auto skip_fillers = [&] {
+    while (!s.empty()) {
+      const char c = s.front();
+      if (is_space(c) || c == '$' || c == ',' || c == ';' || c == '{' || c == '}') {
+        s.remove_prefix(1);
+      } else if (s.starts_with("\\(") || s.starts_with("\\)")) {
+        s.remove_prefix(2);
+      } else if (s.starts_with("\\text")) {
+        s.remove_prefix(5);
+      } else {
+        return;
+      }
+    }
+  };
+  skip_fillers();
+  for (std::string_view word : {"and", "or"}) {
+    if (s.starts_with(word) && (s.size() == word.size() || !is_alpha(s[word.size()]))) {
+      s.remove_prefix(word.size());
+      break;
+    }
+  }
+  skip_fillers();
+  // An optional "x =" (one letter, optionally subscripted) right before the next box.
+  if (!s.empty() && is_alpha(s.front())) {
+    std::string_view rest = s.substr(1);
+    if (rest.starts_with("_") && rest.size() > 1) rest.remove_prefix(2);
+    rest = trim_view(rest);
+    if (rest.starts_with("=")) s = trim_view(rest.substr(1));
+  }
+  return s.empty();
+}
+
+// At most this many boxes are read as one answer; a longer run is a degenerate repetition.
+constexpr int kMaxJoinedBoxes = 16;
+
+}  // namespace
+
+std::optional<std::string> last_boxed(std::string_view text, Budget* budget) {
+  auto box = find_last_box(text, budget);
+  if (!box) return std::nullopt;
+  return std::move(box->content);
+}
+
+std::optional<std::string> final_boxes(std::string_view text, Budget* budget) {
+  auto last = find_last_box(text, budget);
+  if (!last) return std::nullopt;
+  std::vector<std::string> items{last->content};
+  size_t start = last->start;
+  while (true) {
+    // The text before this box, back to the previous box's closing brace, must be a joiner.
+    size_t brace = text.rfind('}', start == 0 ? 0 : start - 1);
+    if (start == 0 || brace == std::string_view::npos || start - brace > 40) break;
+    charge(budget, start - brace);
+    auto previous = find_last_box(text.substr(0, brace + 1), budget);
+    if (!previous || previous->end != brace + 1) break;
+    if (!joins_boxes(text.substr(previous->end, start - previous->end))) break;
+    items.push_back(std::move(previous->content));
+    start = previous->start;
+    if (items.size() > kMaxJoinedBoxes) return std::move(last->content);
+  }
+  std::string joined;
+  for (auto it = items.rbegin(); it != items.rend(); ++it) joined += (joined.empty() ? "" : ", ") + *it;
+  return joined;
+}
+
+namespace {
+
+// Where the answer after the last answer phrase starts: "answer is", "answer:" (covering "the final
+// answer is", "Final Answer:"), or a "Final Answer" heading ("**Final Answer**" alone on its line,
+// the answer on the next lines). npos when there is none.
+size_t after_answer_phrase(std::string_view low) {
   size_t best = std::string::npos;
   size_t best_end = 0;
-  for (std::string_view phrase : {"answer is", "answer:", "answer is:"}) {
-    size_t pos = low.rfind(phrase);
+  for (std::string_view phrase : {"answer is", "answer:"}) {
+    const size_t pos = low.rfind(phrase);
     if (pos != std::string::npos && (best == std::string::npos || pos > best)) {
       best = pos;
       best_end = pos + phrase.size();
     }
   }
-  if (best == std::string::npos) return std::nullopt;
-  size_t end = text.find('\n', best_end);
+  constexpr std::string_view kHeading = "final answer";
+  const size_t heading = low.rfind(kHeading);
+  if (heading != std::string::npos && (best == std::string::npos || heading > best)) {
+    size_t i = heading + kHeading.size();
+    while (i < low.size() && (low[i] == ' ' || low[i] == '*' || low[i] == '#' || low[i] == ':')) ++i;
+    if (i < low.size() && low[i] == '\n') return i;
+  }
+  return best == std::string::npos ? std::string::npos : best_end;
+}
+
+// A display block that opens the answer and may span lines: "\[ ... \]" or "$$ ... $$".
+std::optional<std::string> leading_display(std::string_view s) {
+  for (auto [open, close] : {std::pair<std::string_view, std::string_view>{"\\[", "\\]"}, {"$$", "$$"}}) {
+    if (!s.starts_with(open)) continue;
+    const size_t end = s.find(close, open.size());
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string inner = trim(s.substr(open.size(), end - open.size()));
+    if (!inner.empty()) return inner;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> answer_phrase(std::string_view text, Budget* budget) {
+  charge(budget, text.size());
+  const std::string low = lower(text);
+  size_t from = after_answer_phrase(low);
+  if (from == std::string::npos) return std::nullopt;
+  // The answer may follow on the next line(s) ("The final answer is:\n\[ x \]").
+  size_t first = from;
+  while (first < text.size() && (text[first] == ' ' || text[first] == '*' || text[first] == ':')) ++first;
+  if (first < text.size() && text[first] == '\n') {
+    while (first < text.size() && (is_space(text[first]) || text[first] == '*')) ++first;
+    if (auto display = leading_display(text.substr(first))) {
+      if (auto boxed = last_boxed(*display, budget)) return boxed;
+      return display;
+    }
+    from = first;
+  }
+  size_t end = text.find('\n', from);
   std::string rest = trim(text.substr(
-      best_end, end == std::string_view::npos ? std::string_view::npos : end - best_end));
+      from, end == std::string_view::npos ? std::string_view::npos : end - from));
   drop_closing_remark(rest);
   // Markdown emphasis and a leading colon, then either one leading math span (taken as written)
   // or the loose rules: math delimiters at both ends and final periods.
@@ -190,6 +317,130 @@ std::optional<std::string> answer_phrase(std::string_view text, Budget* budget) 
   if (rest.empty()) return std::nullopt;
   if (auto boxed = last_boxed(rest, budget)) return boxed;
   return rest;
+}
+
+namespace {
+
+// A word of three or more letters outside braces and not a command name: prose, not math.
+bool has_bare_word(std::string_view s) {
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '{') ++depth;
+    if (s[i] == '}' && depth > 0) --depth;
+    if (!is_alpha(s[i])) continue;
+    size_t j = i;
+    while (j < s.size() && is_alpha(s[j])) ++j;
+    if (depth == 0 && j - i >= 3 && (i == 0 || s[i - 1] != '\\')) return true;
+    i = j - 1;
+  }
+  return false;
+}
+
+// "$5 and got $" is two amounts of money, not a math span: a single-dollar span that ends in a
+// space (TeX writers close math right after it) or that opens with a number followed by prose.
+bool looks_like_money(std::string_view content) {
+  if (content.empty()) return true;
+  if (is_space(content.back())) return true;
+  return is_digit(content.front()) && has_bare_word(content);
+}
+
+struct Span {
+  std::string content;
+  size_t end = 0;  // one past the closing delimiter
+};
+
+// The last unescaped '$' before `limit` ("\$" is money, not a delimiter), or npos.
+size_t last_dollar(std::string_view text, size_t limit) {
+  for (size_t at = limit; at > 0;) {
+    at = text.rfind('$', at - 1);
+    if (at == std::string_view::npos) return at;
+    if (at == 0 || text[at - 1] != '\\') return at;
+  }
+  return std::string_view::npos;
+}
+
+// The last occurrence of a delimiter starting before a falling limit. The search result is kept
+// while it is still before the limit (and "none" stays none), so the scans for each delimiter
+// cover the text once in total however many spans are skipped: a megabyte of "$5 and $6" or of
+// '$' must stay linear.
+class LastBefore {
+ public:
+  LastBefore(std::string_view text, std::string_view what) : text_(text), what_(what) {}
+  size_t operator()(size_t limit) {
+    if (searched_ && (found_ == std::string_view::npos || found_ + what_.size() <= limit))
+      return found_;
+    found_ = limit >= what_.size() ? text_.rfind(what_, limit - what_.size()) : std::string_view::npos;
+    searched_ = true;
+    return found_;
+  }
+
+ private:
+  std::string_view text_, what_;
+  size_t found_ = std::string_view::npos;
+  bool searched_ = false;
+};
+
+// The last complete math span of the text: $...$, $$...$$, \(...\) or \[...\], found from the end.
+std::optional<Span> find_last_math_span(std::string_view text) {
+  constexpr size_t npos = std::string_view::npos;
+  LastBefore last_paren(text, "\\)"), last_bracket(text, "\\]");
+  for (size_t limit = text.size(); limit > 0;) {
+    const size_t dollar = last_dollar(text, limit);
+    const size_t paren = last_paren(limit);
+    const size_t bracket = last_bracket(limit);
+    size_t close = npos;
+    for (size_t c : {dollar, paren, bracket})
+      if (c != npos && (close == npos || c > close)) close = c;
+    if (close == npos) return std::nullopt;
+    if (close == paren || close == bracket) {
+      const size_t open = text.rfind(close == paren ? "\\(" : "\\[", close);
+      if (open == npos) return std::nullopt;
+      std::string inner = trim(text.substr(open + 2, close - open - 2));
+      if (!inner.empty()) return Span{std::move(inner), close + 2};
+      limit = open;
+      continue;
+    }
+    if (close > 0 && text[close - 1] == '$') {  // $$...$$
+      const size_t open = close >= 3 ? text.rfind("$$", close - 3) : npos;
+      if (open == npos) return std::nullopt;
+      std::string inner = trim(text.substr(open + 2, close - 1 - (open + 2)));
+      if (!inner.empty()) return Span{std::move(inner), close + 1};
+      limit = open;
+      continue;
+    }
+    const size_t open = last_dollar(text, close);
+    if (open == npos) return std::nullopt;
+    const std::string_view content = text.substr(open + 1, close - open - 1);
+    if (!looks_like_money(content) && !trim(content).empty()) return Span{trim(content), close + 1};
+    limit = open;
+  }
+  return std::nullopt;
+}
+
+constexpr size_t kShortCompletion = 48;
+
+}  // namespace
+
+std::optional<std::string> last_math_span(std::string_view text, Budget* budget) {
+  charge(budget, text.size());
+  auto span = find_last_math_span(text);
+  if (!span) return std::nullopt;
+  // A number after the span is a later answer ("... $\frac13$, about 0.33"): the span is not last.
+  for (size_t i = span->end; i < text.size(); ++i)
+    if (is_digit(text[i])) return std::nullopt;
+  return std::move(span->content);
+}
+
+std::optional<std::string> short_answer_text(std::string_view text) {
+  std::string s = trim(text);
+  if (s.empty() || s.size() > kShortCompletion || s.find('\n') != std::string::npos) return std::nullopt;
+  strip_delimiters(s);
+  if (s.empty() || has_bare_word(s)) return std::nullopt;
+  // Only math characters: "#### 27" or "Q: 5" is a marker and a number, read by last_number.
+  constexpr std::string_view kMath = "+-*/^()[]{}.,=<>|!\\_$' &";
+  for (char c : s)
+    if (!is_alpha(c) && !is_digit(c) && kMath.find(c) == std::string_view::npos) return std::nullopt;
+  return s;
 }
 
 std::optional<std::string> last_number(std::string_view text, Budget* budget) {
@@ -253,8 +504,10 @@ std::optional<std::string> gsm8k_gold(std::string_view solution) {
 
 std::optional<std::string> extract_answer(std::string_view completion, Budget* budget) {
   std::string_view text = strip_thinking(completion);
-  if (auto boxed = last_boxed(text, budget)) return boxed;
+  if (auto boxed = final_boxes(text, budget)) return boxed;
   if (auto phrase = answer_phrase(text, budget)) return phrase;
+  if (auto span = last_math_span(text, budget)) return span;
+  if (auto whole = short_answer_text(text)) return whole;
   return last_number(text, budget);
 }
 

@@ -14,7 +14,9 @@
 
 #include "eval/answer_extraction.h"
 #include "eval/answer_structure.h"
+#include "eval/equation_form.h"
 #include "eval/expression.h"
+#include "eval/inequality.h"
 #include "eval/latex_parser.h"
 #include "eval/normalize.h"
 
@@ -372,6 +374,16 @@ Cmp compare_structures(const Structure& p, const Structure& g, Context& ctx) {
     auto v = vector_of(g);
     return v ? compare_in_order(p.items, *v, ctx) : Cmp::not_equal;
   }
+  // One answer written in several equivalent forms ("$\boxed{15\frac{39}{40}}$ or
+  // $\boxed{\frac{639}{40}}$"): every item must equal the gold.
+  if (p.kind == K::list && g.kind == K::scalar && p.items.size() <= 16) {
+    std::vector<Cmp> results;
+    for (const auto& item : p.items) {
+      results.push_back(text_cmp(item, g.items[0]));
+      if (results.back() == Cmp::not_equal) return Cmp::not_equal;
+    }
+    return combine_all(results);
+  }
   if (p.kind == K::scalar) {
     // A scalar against a structure: not equal, unless the scalar is not even readable.
     Budget& b = ctx.budget;
@@ -409,6 +421,41 @@ Cmp compare_normalized(const std::string& p, const std::string& g, Context& ctx)
   if (depth.too_deep()) return Cmp::unparseable;
   ctx.budget.scan(p.size() + g.size());
   return compare_structures(split_structure(p), split_structure(g), ctx);
+}
+
+// The answers' forms before their values (docs/grading.md, rules "inequality-interval",
+// "assignment", "equation"): inequalities become the intervals they describe; an assignment or a
+// chain ending in a value is that value when the other answer is not an equation; two equations
+// with the same variables on the left compare their right sides, others compare by equivalence.
+// `p` and `g` are normalize_presentation's output; everything else is compare_normalized's.
+Cmp compare_forms(const std::string& p, const std::string& g, Context& ctx) {
+  ctx.budget.tick();
+  if (p == g && !p.empty()) return Cmp::equal;
+  auto normal = [&](const std::string& text) { return normalize_answer(text); };
+  auto pi = inequality_as_interval(p);
+  auto gi = inequality_as_interval(g);
+  if (pi || gi) return compare_normalized(normal(pi.value_or(p)), normal(gi.value_or(g)), ctx);
+
+  auto pe = equation_form(p);
+  auto ge = equation_form(g);
+  if (pe && ge) {
+    const bool two_sided = pe->parts.size() == 2 && ge->parts.size() == 2;
+    if (two_sided && pe->assignment && ge->assignment && pe->parts[0] == ge->parts[0])
+      return compare_normalized(normal(pe->parts[1]), normal(ge->parts[1]), ctx);
+    if (two_sided) return compare_normalized(p, g, ctx);  // equivalence of the equations
+    auto pv = equation_value(*pe);
+    auto gv = equation_value(*ge);
+    if (pv && gv) return compare_normalized(normal(*pv), normal(*gv), ctx);
+    return Cmp::not_equal;
+  }
+  if (pe || ge) {
+    auto value = equation_value(pe ? *pe : *ge);
+    if (value) {
+      return pe ? compare_normalized(normal(*value), normal(g), ctx)
+                : compare_normalized(normal(p), normal(*value), ctx);
+    }
+  }
+  return compare_normalized(normal(p), normal(g), ctx);
 }
 
 // Answers longer than kMaxAnswerChars are compared as text only (no real answer is that long; a
@@ -453,7 +500,8 @@ GradeKind compare_answers(std::string_view prediction, std::string_view gold, Bu
                           const GradeOptions& options) {
   if (auto verdict = oversized_verdict(prediction, gold)) return verdict->first;
   Context ctx{budget, options};
-  Cmp r = compare_normalized(normalized(prediction, ctx), normalized(gold, ctx), ctx);
+  ctx.budget.scan(prediction.size() + gold.size());
+  Cmp r = compare_forms(normalize_presentation(prediction), normalize_presentation(gold), ctx);
   switch (r) {
     case Cmp::equal:
       return GradeKind::equal;

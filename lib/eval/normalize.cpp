@@ -5,6 +5,7 @@
 #include "eval/budget.h"
 #include "eval/text_util.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <utility>
@@ -44,7 +45,8 @@ bool command_at(std::string_view s, size_t at, std::string_view name) {
 
 // Replaces the command \from (not followed by a letter) with `to`, in one pass.
 void replace_command(std::string& s, std::string_view from, std::string_view to) {
-  const std::string needle = "\\" + std::string(from);
+  std::string needle(1, '\\');  // not "\\" + std::string(from): GCC 12 warns (-Wrestrict) falsely
+  needle += from;
   if (s.find(needle) == std::string::npos) return;
   std::string out;
   out.reserve(s.size());
@@ -80,7 +82,7 @@ std::vector<size_t> closing_braces(std::string_view s) {
 }
 
 // Units stripped when they trail a number (docs/grading.md lists them).
-constexpr std::array<std::string_view, 66> kUnits = {
+constexpr std::array<std::string_view, 67> kUnits = {
     "cm",         "mm",          "km",         "meters", "meter",   "metres",  "centimeters",
     "centimeter", "millimeters", "kilometers", "inches", "inch",    "in",      "feet",
     "foot",       "ft",          "yards",      "yard",   "yd",      "miles",   "mile",
@@ -90,7 +92,7 @@ constexpr std::array<std::string_view, 66> kUnits = {
     "cent",       "degrees",     "degree",     "deg",    "units",   "unit",    "square",
     "sq",         "cubic",       "pounds",     "pound",  "lbs",     "ounces",  "oz",
     "grams",      "gram",        "kg",         "liters", "litres",  "gallons", "points",
-    "per",        "percent",     "mL"};
+    "per",        "percent",     "pct",    "mL"};
 
 bool is_unit(std::string_view word) {
   for (auto u : kUnits)
@@ -223,28 +225,8 @@ std::string collapse_spaces(const std::string& s) {
 
 // "x = 5" -> "5", "\theta=..." -> "...", "x \in [1,2]" -> "[1,2]" for a single-variable left side.
 std::string strip_variable_prefix(const std::string& s) {
-  size_t i = 0;
-  if (i < s.size() && is_alpha(s[i])) {
-    ++i;
-  } else if (i < s.size() && s[i] == '\\') {
-    ++i;
-    while (i < s.size() && is_alpha(s[i])) ++i;
-    std::string_view name(s.data() + 1, i - 1);
-    if (name.empty() || name == "infty" || name == "pi" || name == "frac" || name == "sqrt")
-      return s;
-  } else {
-    return s;
-  }
-  if (i < s.size() && s[i] == '_') {
-    ++i;
-    if (i < s.size() && s[i] == '{') {
-      size_t close = matching_brace(s, i);
-      if (close == std::string::npos) return s;
-      i = close + 1;
-    } else if (i < s.size()) {
-      ++i;
-    }
-  }
+  size_t i = text::variable_length(s);
+  if (i == 0) return s;
   while (i < s.size() && s[i] == ' ') ++i;
   if (i < s.size() && s[i] == '=' && s.find('=', i + 1) == std::string::npos) {
     std::string rest = trim(s.substr(i + 1));
@@ -257,6 +239,41 @@ std::string strip_variable_prefix(const std::string& s) {
     if (!rest.empty()) return rest;
   }
   return s;
+}
+
+// "\\frac{1}{2}", "x \\le 3": answers copied out of a JSON or Python string keep its escaped
+// backslashes. Exactly two backslashes before a known command name (or a brace) are one; in a
+// matrix (\begin, '&') a doubled backslash is a row break and everything is kept, and so is a run
+// of three ("\\\frac": a row break, then \frac), which keeps this step idempotent.
+void collapse_doubled_backslashes(std::string& s) {
+  if (s.find("\\\\") == std::string::npos || s.find('&') != std::string::npos ||
+      s.find("\\begin") != std::string::npos)
+    return;
+  static constexpr std::array<std::string_view, 24> kCommands = {
+      "left", "right", "frac", "dfrac", "tfrac", "sqrt", "le", "leq", "ge", "geq", "pi", "infty",
+      "cdot", "times", "text", "boxed", "cup", "cap", "pm", "in", "sin", "cos", "tan", "log"};
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t run = 0;
+    while (i + run < s.size() && s[i + run] == '\\') ++run;
+    if (run == 0) {
+      out += s[i++];
+      continue;
+    }
+    size_t after = i + run;
+    bool escaped_command = false;
+    if (run == 2 && after < s.size() && (s[after] == '{' || s[after] == '}')) escaped_command = true;
+    if (run == 2 && after < s.size() && is_alpha(s[after])) {
+      size_t end = after;
+      while (end < s.size() && is_alpha(s[end])) ++end;
+      const std::string_view name(s.data() + after, end - after);
+      escaped_command = std::find(kCommands.begin(), kCommands.end(), name) != kCommands.end();
+    }
+    out.append(escaped_command ? 1 : run, '\\');
+    i = after;
+  }
+  s = std::move(out);
 }
 
 // ".5" -> "0.5" where the point does not follow a digit.
@@ -319,8 +336,19 @@ std::string unwrap_command(std::string_view text, std::string_view name) {
 }
 
 std::string normalize_answer(std::string_view answer) {
+  std::string s = normalize_presentation(answer);
+  if (s.size() > kMaxAnswerChars) return s;
+  s = strip_variable_prefix(s);
+  s = strip_thousands(s);
+  s = add_leading_zeros(s);
+  if (s.size() > 1 && s[0] == '+') s.erase(0, 1);
+  return s;
+}
+
+std::string normalize_presentation(std::string_view answer) {
   std::string s = trim(answer);
   if (s.size() > kMaxAnswerChars) return s;
+  collapse_doubled_backslashes(s);
 
   // Unicode symbols models print.
   replace_all(s, "\u2212", "-");
@@ -342,7 +370,8 @@ std::string normalize_answer(std::string_view answer) {
   // Presentation wrappers keep their content.
   for (std::string_view w :
        {"boxed", "fbox", "text", "textbf", "textit", "textrm", "texttt", "mathrm", "mathbf",
-        "mathit", "mathsf", "mbox", "hbox", "boldsymbol", "bm", "mathnormal"})
+        "mathit", "mathsf", "mbox", "hbox", "boldsymbol", "bm", "mathnormal", "textnormal",
+        "textsf", "textup", "emph", "mathtt"})
     s = unwrap_command(s, w);
 
   // Thousands written as 10,\!080 or 1{,}000.
@@ -408,9 +437,7 @@ std::string normalize_answer(std::string_view answer) {
   while (s.size() >= 2 && s.compare(s.size() - 2, 2, "\\\\") == 0) s.resize(s.size() - 2);
 
   strip_units(s);
-  s = strip_variable_prefix(s);
   s = brace_arguments(s);
-  s = strip_thousands(s);
   s = add_leading_zeros(s);
   if (s.size() > 1 && s[0] == '+') s.erase(0, 1);
   while (!s.empty() && s.back() == '.') s.pop_back();
