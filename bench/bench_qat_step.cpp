@@ -4,7 +4,9 @@
 //   student: a copy whose every decoder Linear is a FakeQuantLinear (RTN min-max init, frozen
 //            scales and zeros: the fused STE path); embeddings, norms and lm_head stay float
 //   loss:    forward KL(teacher || student) at every position (train::distill_loss, T = 1)
-//   then backward, gradient clipping to norm 1.0 and one torch::optim::AdamW step.
+//   then backward, gradient clipping to norm 1.0 and one AdamW step with the tools' optimizer
+//            (train::TrainingOptimizer: the fused update; weight decay on every tensor, as the peer's
+//            torch.optim.AdamW defaults).
 // The first steps are warmup; the median of the timed steps gives tokens/s. The teacher weights and
 // the token batch go to --weights-out (safetensors) so that the peer starts from the same numbers;
 // both print the loss of the first step (computed from the initial weights) to compare numerics.
@@ -15,8 +17,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/adamw.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -36,6 +36,7 @@
 #include "quant/fake_quant_linear.h"
 #include "quant/quant_spec.h"
 #include "train/distill_loss.h"
+#include "train/training_optimizer.h"
 
 namespace {
 
@@ -149,15 +150,15 @@ int main(int argc, char** argv) {
                                                        dense->bias(), fq));
     }
     // Frozen scales and zeros are registered parameters without requires_grad: leave them out.
-    std::vector<at::Tensor> params;
+    std::vector<rqat::train::NamedParameter> params;
     int64_t trained = 0;
-    for (const auto& p : student->parameters()) {
-      if (!p.requires_grad()) continue;
-      params.push_back(p);
-      trained += p.numel();
+    for (const auto& item : student->named_parameters()) {
+      if (!item.value().requires_grad()) continue;
+      params.push_back({item.key(), item.value(), /*decay=*/true});
+      trained += item.value().numel();
     }
-    torch::optim::AdamW optimizer(
-        params, torch::optim::AdamWOptions(lr).weight_decay(weight_decay).betas({0.9, 0.999}));
+    rqat::train::TrainingOptimizer optimizer(
+        std::move(params), rqat::train::AdamWSettings{.lr = lr, .weight_decay = weight_decay});
     const auto mask = at::ones({s.batch, s.seq}, at::kBool);
     const rqat::train::DistillOptions kd;  // forward KL, T = 1, full vocabulary
 
@@ -171,7 +172,7 @@ int main(int argc, char** argv) {
       const auto out = rqat::train::distill_loss(student->forward(input_ids), teacher_logits, mask,
                                                  at::Tensor(), kd);
       out.loss.backward();
-      torch::nn::utils::clip_grad_norm_(params, max_grad_norm);
+      optimizer.clip_grad_norm(max_grad_norm);
       optimizer.step();
       return out.loss.item<double>();
     };

@@ -1,6 +1,7 @@
 // See op_counter.h. A global RecordFunction callback keeps a stack of open calls per thread; a
-// call's end knows whether it called another operator (not a leaf) and whether it ran inside a
-// marked copy or a sync already counted.
+// call's end knows whether an operator it called launched a kernel (then it is a composite whose
+// kernels were counted; one that only made views, as linalg_vector_norm's as_strided, is still a
+// kernel itself) and whether it ran inside a marked copy or a sync already counted.
 #include "op_counter.h"
 
 #include <ATen/record_function.h>
@@ -48,6 +49,12 @@ const std::set<std::string_view, std::less<>> kNoKernel = {
     "aten::empty",
     "aten::empty_like",
     "aten::empty_strided",
+    "aten::new_empty",
+    "aten::new_empty_strided",
+    "aten::as_strided_",
+    "aten::unsafe_split",
+    "aten::unsafe_chunk",
+    "aten::tensor_split",
     "aten::resize_",
     "aten::set_",
     "aten::contiguous",
@@ -95,15 +102,26 @@ const std::set<std::string_view, std::less<>> kSyncing = {
     "aten::repeat_interleave",
 };
 
+// PyTorch's multi-tensor kernels: one kernel per call on a GPU (per chunk of tensors; one here),
+// where the CPU loops over the tensors with an operator each (the fused optimizers also read each
+// step count with item(), which a GPU's kernel reads from device memory): what they call inside is
+// not counted.
+const std::set<std::string_view, std::less<>> kFusedKernels = {
+    "aten::_fused_adamw_",
+    "aten::_fused_adam_",
+    "aten::_foreach_norm",
+};
+
 constexpr std::string_view kCopyToHost = "rqat::copy_to_host";
 constexpr std::string_view kCopyToDevice = "rqat::copy_to_device";
 constexpr std::string_view kGraphReplay = "rqat::cuda_graph_replay";
 
 struct Frame {
   std::string_view name;
-  bool has_child = false;
+  bool child_launched = false;  // an operator it called counted a launch (it is a composite)
   bool in_copy = false;  // inside a marked copy (its moves are meant)
   bool in_sync = false;  // inside a counted sync (nested syncs are the same wait)
+  bool opaque = false;   // a fused kernel or inside one: counted once, at the fused call
 };
 
 thread_local std::vector<Frame> frames;
@@ -128,12 +146,20 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const std::string_view name = fn.name();
   Frame frame{name};
   if (!frames.empty()) {
-    frames.back().has_child = true;
     frame.in_copy = frames.back().in_copy;
     frame.in_sync = frames.back().in_sync;
+    frame.opaque = frames.back().opaque;
+  }
+  if (frame.opaque) {
+    frames.push_back(frame);
+    return nullptr;
   }
   std::lock_guard lock(counts_mutex);
-  if (name == kCopyToHost) {
+  if (kFusedKernels.count(name)) {
+    ++totals.launches;
+    ++totals.launches_by_op[std::string(name)];
+    frame.opaque = true;
+  } else if (name == kCopyToHost) {
     ++totals.syncs;
     ++totals.syncs_by_op[std::string(name)];
     if (fn.num_inputs() > 0) totals.host_bytes += tensor_bytes(fn.inputs()[0]);
@@ -165,14 +191,20 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  (void)fn;
   if (frames.empty()) return;  // started before the counter
   const Frame frame = frames.back();
   frames.pop_back();
-  if (frame.has_child || !frame.name.starts_with("aten::") || kNoKernel.count(frame.name)) return;
-  (void)fn;
-  std::lock_guard lock(counts_mutex);
-  ++totals.launches;
-  ++totals.launches_by_op[std::string(frame.name)];
+  bool launched = frame.child_launched || frame.name.starts_with("rqat::") ||
+                  (frame.opaque && kFusedKernels.count(frame.name));
+  if (!frame.opaque && !launched && frame.name.starts_with("aten::") &&
+      !kNoKernel.count(frame.name)) {
+    std::lock_guard lock(counts_mutex);
+    ++totals.launches;
+    ++totals.launches_by_op[std::string(frame.name)];
+    launched = true;
+  }
+  if (launched && !frames.empty()) frames.back().child_launched = true;
 }
 
 std::string bytes_text(int64_t bytes) {

@@ -8,11 +8,15 @@
 // bench_grpo_update) and for the tests that bound these counts (test_gpu_cost), never for the
 // tools.
 //
-// Counted as launches: every operator call that calls no other operator (a leaf), except those that
-// only make views, allocate or read metadata (view, reshape as a view, select, slice, transpose,
-// empty, contiguous of a contiguous tensor, ...). A composite operator therefore counts the kernels
-// it dispatches to, as a GPU runs them. On the CPU a few operators take other paths than on a GPU
+// Counted as launches: every operator call none of whose callees launched (a leaf, or one that only
+// made views inside, as linalg_vector_norm), except those that only make views, allocate or read
+// metadata (view, reshape as a view, select, slice, transpose, empty, contiguous of a contiguous
+// tensor, ...). A composite operator therefore counts the kernels it dispatches to, as a GPU runs
+// them. (Until 2026-12-05 any callee made a call a composite, and a norm counted nothing.) On the CPU a few operators take other paths than on a GPU
 // (a fused CPU kernel instead of several ATen calls): the counts are those of the path that ran.
+// PyTorch's multi-tensor kernels (aten::_fused_adamw_, aten::_foreach_norm) count as one launch,
+// as on a GPU; their CPU implementations loop over the tensors (the fused optimizers reading each
+// step count with item()), which is not counted.
 #pragma once
 
 #include <cstdint>

@@ -662,3 +662,43 @@ TEST_CASE("packed GPTQ layers generate the tokens of their dequantized twin", "[
     }
   }
 }
+
+TEST_CASE("packed GPTQ layers decode in bf16, again after a reload, with the same tokens",
+          "[gptq][low_bit]") {
+  // The path of bench_low_bit's part 2, which crashed on a GPU (issue 43): a packed checkpoint
+  // loaded in bf16 (repacked at load, the heap trimmed after), decoded by several engines one
+  // after the other (each making and freeing its buffers), then loaded again and decoded again.
+  // Greedy decoding is deterministic: every run picks the same tokens.
+  const auto cases = export_cases();
+  const auto& c = cases.front();
+  test::TempDir tmp("gptq_bf16_" + c.tag);
+  export_case(c, tmp.path(), 17);
+  std::vector<generation::GenerationRequest> requests(3);
+  for (int r = 0; r < 3; ++r) {
+    requests[r].prompt_ids = {static_cast<int32_t>(2 + r), 9, static_cast<int32_t>(30 + 2 * r)};
+    requests[r].params.temperature = 0;
+    requests[r].params.max_new_tokens = 10;
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<int32_t>> first;
+  for (int load = 0; load < 2; ++load) {
+    auto packed = quant::load_model(tmp.path(), model::LoadOptions{at::kBFloat16, c10::kCPU, false});
+    for (const auto& slot : packed->linear_layers())
+      if (auto layer = std::dynamic_pointer_cast<quant::PackedGptqLinear>(*slot.layer))
+        CHECK(layer->packed());
+    for (int engine_run = 0; engine_run < 2; ++engine_run) {
+      INFO("load " << load << ", engine " << engine_run);
+      generation::GenerationEngine engine(*packed, nullptr, generation::EngineOptions{4});
+      const auto got = engine.generate(requests);
+      REQUIRE(got.size() == requests.size());
+      if (first.empty()) {
+        for (const auto& g : got) {
+          CHECK(g.token_ids.size() == 10);
+          first.push_back(g.token_ids);
+        }
+      } else {
+        for (size_t r = 0; r < got.size(); ++r) CHECK(got[r].token_ids == first[r]);
+      }
+    }
+  }
+}

@@ -196,8 +196,10 @@ TEST_CASE("a decode step reads the host once (the sampled ids), never inside the
     CHECK(two.host_bytes == 3 * 3 * 4);  // ids and two log-probabilities of 3 rows, 4 bytes each
     CHECK(two.unmarked_moves == 0);
     CHECK(two.uploads == 2);                    // the step's inputs and the sampling settings
-    CHECK(per_layer <= 24);                     // 21 measured (2026-12-03)
-    CHECK(two.launches - 2 * per_layer <= 80);  // 34 / 66 measured (auto / reference)
+    // Measured 2026-12-05 with matmuls and norms counted (the counter missed every operator that
+    // made a view inside before): 37 per layer; 42 / 88 outside the layers (auto / reference).
+    CHECK(per_layer <= 40);
+    CHECK(two.launches - 2 * per_layer <= 100);
   }
   const OpCounts layers = decode_forward_counts();
   report("decode forward alone (2 layers)", layers);
@@ -209,10 +211,13 @@ TEST_CASE("a decode step reads the host once (the sampled ids), never inside the
 namespace {
 
 // A training step's counts with 2 and 4 layers in both kernel choices: host reads and moves that do
-// not grow with the depth, within the bounds; launches per layer bounded.
+// not grow with the depth, within the bounds; launches per layer bounded, and the step's launches
+// at Qwen3-0.6B's 28 layers (extrapolated: the counts do not depend on the widths) in the default
+// kernel choice.
 void check_training_counts(const std::string& what, const test::TempDir& dir,
                            const std::function<OpCounts(const test::TempDir&, int64_t)>& counts,
-                           int64_t max_syncs, int64_t max_moves, int64_t max_per_layer) {
+                           int64_t max_syncs, int64_t max_moves, int64_t max_per_layer,
+                           int64_t max_at_28_layers) {
   for (const auto mode : kModes) {
     ModeScope scope(mode);
     INFO(what << ", --kernels " << enum_name(mode));
@@ -225,19 +230,27 @@ void check_training_counts(const std::string& what, const test::TempDir& dir,
     CHECK(two.unmarked_moves == four.unmarked_moves);
     CHECK(two.unmarked_moves <= max_moves);
     CHECK(per_layer <= max_per_layer);
+    if (mode == ops::KernelMode::kAuto) {
+      const int64_t at_28 = two.launches + 26 * per_layer;
+      std::cout << fmt::format("  launches at 28 layers: {}\n", at_28);
+      CHECK(at_28 <= max_at_28_layers);
+    }
   }
 }
 
 }  // namespace
 
 TEST_CASE("a qat-kd step reads the host a fixed few times, whatever the depth", "[gpu-cost]") {
-  // Measured 2026-12-03: 4 host reads (three item() and a nonzero), 1 move, 284 / 360 launches per
-  // layer (auto / reference).
-  check_training_counts("qat-kd step", test::TempDir("gpu_cost_qat"), qat_step_counts, 5, 2, 420);
+  // Measured 2026-12-05: 4 host reads (three item() and a nonzero), 1 move, 203 / 325 launches per
+  // layer (auto / reference), 5,780 at 28 layers. With torch::optim::AdamW and the per-tensor
+  // clipping (before the fused update) and the same counter: 335 / 457 per layer, 9,446 at 28.
+  check_training_counts("qat-kd step", test::TempDir("gpu_cost_qat"), qat_step_counts, 5, 2, 340,
+                        6'200);
 }
 
 TEST_CASE("a grpo update reads the host a fixed few times, whatever the depth", "[gpu-cost]") {
-  // Measured 2026-12-03: 3 host reads, 7 moves, 244 / 323 launches per layer.
+  // Measured 2026-12-05: 3 host reads, 7 moves, 176 / 299 launches per layer, 5,093 at 28 layers
+  // (286 / 409 and 8,187 with torch::optim::AdamW and the per-tensor clipping).
   check_training_counts("grpo update", test::TempDir("gpu_cost_grpo"), grpo_update_counts, 4, 8,
-                        380);
+                        320, 5'600);
 }

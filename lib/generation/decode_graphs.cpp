@@ -13,6 +13,7 @@
 #ifdef RQAT_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -40,6 +41,29 @@ struct DecodeGraphs::Bucket {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Ends a capture that threw midway, on its capturing stream (the current one), so that neither
+// the stream nor the caching allocator stays in capture mode once the graph is destroyed: an
+// allocator still routing this stream's allocations to the freed graph's pool is a use after free
+// that surfaces anywhere later (issue 43: a packed decode crashed through a null pointer there).
+void abandon_capture(at::cuda::CUDAGraph& graph, c10::DeviceIndex device) {
+  try {
+    graph.capture_end();  // ends the stream's capture, then the allocator's pool routing
+    return;
+  } catch (const std::exception&) {
+    // An invalidated capture fails at cudaStreamEndCapture, before the allocator is told.
+  }
+  cudaGraph_t abandoned = nullptr;
+  if (cudaStreamEndCapture(c10::cuda::getCurrentCUDAStream().stream(), &abandoned) == cudaSuccess &&
+      abandoned != nullptr)
+    cudaGraphDestroy(abandoned);
+  (void)cudaGetLastError();  // the stream had no capture left: not an error for later calls
+  try {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, graph.pool());
+  } catch (const std::exception&) {
+    // capture_end got as far as ending the routing itself.
+  }
+}
 
 // dst[0, n) = src, dst[n, rows) = fill: real rows in, padding rows harmless.
 void load(at::Tensor& dst, const at::Tensor& src, double fill) {
@@ -158,7 +182,12 @@ std::optional<ops::SampledTokens> DecodeGraphs::run(const model::PagedStep& step
         c10::cuda::CUDAStreamGuard guard(side);
         eager = decode_and_sample(model_, cache_, s, g);
         bucket->graph.capture_begin(pool);
-        bucket->out = decode_and_sample(model_, cache_, s, g);
+        try {
+          bucket->out = decode_and_sample(model_, cache_, s, g);
+        } catch (...) {
+          abandon_capture(bucket->graph, side.device_index());
+          throw;
+        }
         bucket->graph.capture_end();
       }
       at::cuda::CUDAEvent captured;

@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -43,7 +44,9 @@ struct Choice {
 struct Registry {
   std::recursive_mutex mutex;
   std::optional<KernelMode> mode;  // unset: from the environment at first use
-  std::vector<Choice> choices;     // in order of first use
+  // In order of first use; a deque, so that a Choice& stays valid while a self-check run under it
+  // asks for another kernel (a vector's push_back would move every Choice).
+  std::deque<Choice> choices;
   std::array<std::atomic<bool>, kKernels> faults{};
   std::once_flag faults_from_environment;
 };

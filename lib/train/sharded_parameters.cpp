@@ -10,6 +10,7 @@
 
 #include "io/error.h"
 #include "model/decoder.h"
+#include "train/training_optimizer.h"
 
 namespace rqat::train {
 namespace {
@@ -227,11 +228,10 @@ double ShardedParameters::clip_grad_norm(double max_norm) {
 void ShardedParameters::step(double lr, const AdamWSettings& s) {
   torch::NoGradGuard no_grad;
   ++adam_step_;
-  const double bias_correction1 = 1 - std::pow(s.beta1, static_cast<double>(adam_step_));
-  const double bias_correction2 = 1 - std::pow(s.beta2, static_cast<double>(adam_step_));
   const int64_t rank = comm_.rank();
   for (auto& bucket : buckets_) {
-    // Decoupled weight decay on the weight matrices' elements of this slice, as TrainingOptimizer.
+    // Decoupled weight decay on the weight matrices' elements of this slice, as TrainingOptimizer
+    // (the fused update below applies its own decay first too; here it is 0).
     if (s.weight_decay != 0) {
       const int64_t lo = rank * bucket.shard, hi = lo + bucket.shard;
       for (const auto& m : bucket.members) {
@@ -240,12 +240,9 @@ void ShardedParameters::step(double lr, const AdamWSettings& s) {
         if (a < b) bucket.master.narrow(0, a - lo, b - a).mul_(1 - lr * s.weight_decay);
       }
     }
-    // The AdamW update of torch::optim::AdamW, on the flat slice.
-    bucket.exp_avg.mul_(s.beta1).add_(bucket.grad, 1 - s.beta1);
-    bucket.exp_avg_sq.mul_(s.beta2).addcmul_(bucket.grad, bucket.grad, 1 - s.beta2);
-    const at::Tensor denom =
-        (bucket.exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(s.eps);
-    bucket.master.addcdiv_(bucket.exp_avg, denom, -lr / bias_correction1);
+    // The AdamW update of TrainingOptimizer, on the flat slice: one fused kernel.
+    fused_adamw_update({bucket.master}, {bucket.grad}, {bucket.exp_avg}, {bucket.exp_avg_sq},
+                       adam_step_, lr, s, /*weight_decay=*/0.0, /*grad_scale=*/1.0);
     // Publish into the flat buffer behind the compute copies (lazily gathered layers take the
     // new masters when they next run).
     if (!lazily_gathered(bucket)) comm_.all_gather(bucket.master.to(compute_dtype_), bucket.flat);

@@ -88,7 +88,7 @@ OptimizerUpdates::Applied OptimizerUpdates::apply(double local_loss) {
   optimizer_.step();
   if (measure) {
     // Weights and gradients at their peak (before the reduction frees full gradients), the
-    // optimizer's state once it exists (torch's AdamW makes its moments at the first step).
+    // optimizer's state once it exists (the optimizer makes its moments at the first step).
     const StateBytes after = optimizer_.state_bytes(trained_);
     StateBytes peak = after;
     peak.weights = std::max(before.weights, after.weights);

@@ -1,8 +1,11 @@
 #include "train/training_optimizer.h"
 
-#include <torch/nn/utils/clip_grad.h>
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "io/error.h"
 #include "train/distributed.h"
@@ -34,6 +37,24 @@ double clip_coefficient(double norm, double max_norm) {
   return 1.0;
 }
 
+void fused_adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                        const std::vector<at::Tensor>& exp_avgs,
+                        const std::vector<at::Tensor>& exp_avg_sqs, int64_t step, double lr,
+                        const AdamWSettings& settings, double weight_decay, double grad_scale) {
+  if (params.empty()) return;
+  const auto on = at::TensorOptions(at::kFloat).device(params.front().device());
+  // The kernel reads each tensor's step count (PyTorch's optimizer increments them before the
+  // call); one shared count serves every tensor of the group.
+  const at::Tensor count = at::full({}, static_cast<double>(step), on);
+  const std::vector<at::Tensor> counts(params.size(), count);
+  std::optional<at::Tensor> scale;
+  if (grad_scale != 1) scale = at::full({}, grad_scale, on);
+  at::NoGradGuard no_grad;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, counts, lr,
+                    settings.beta1, settings.beta2, weight_decay, settings.eps,
+                    /*amsgrad=*/false, /*maximize=*/false, scale, /*found_inf=*/std::nullopt);
+}
+
 void AdamWSettings::validate() const {
   if (!(beta1 >= 0 && beta1 < 1)) fail("--adam-beta1 must be in [0, 1), got {}", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) fail("--adam-beta2 must be in [0, 1), got {}", beta2);
@@ -61,45 +82,17 @@ TrainingOptimizer::TrainingOptimizer(std::vector<NamedParameter> parameters,
                                                    ShardedParameters::Kind::kTrained);
     return;
   }
-  std::vector<at::Tensor> decay, no_decay;
-  for (const auto& p : parameters_) (p.decay ? decay : no_decay).push_back(p.tensor);
-  auto options = torch::optim::AdamWOptions(settings.lr)
-                     .betas({settings.beta1, settings.beta2})
-                     .eps(settings.eps)
-                     .weight_decay(0.0);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (!decay.empty()) {
-    auto decayed = std::make_unique<torch::optim::AdamWOptions>(options);
-    decayed->weight_decay(settings.weight_decay);
-    groups.emplace_back(decay, std::move(decayed));
-  }
-  if (!no_decay.empty())
-    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(options));
-  adamw_ = std::make_unique<torch::optim::AdamW>(std::move(groups), options);
-  // libtorch merges a group's options with the optimizer's defaults, and takes a value equal to
-  // AdamWOptions' own default as "not set": a decayed group's weight_decay of exactly 0.01 (the
-  // default) became the defaults' 0 and decay was silently off. Set each group's decay after
-  // construction, where nothing merges.
-  auto& built = adamw_->param_groups();
-  for (size_t g = 0; g < built.size(); ++g) {
-    const bool decayed = g == 0 && !decay.empty();
-    static_cast<torch::optim::AdamWOptions&>(built[g].options())
-        .weight_decay(decayed ? settings.weight_decay : 0.0);
-  }
+  moments_.resize(parameters_.size());
 }
 
 TrainingOptimizer::~TrainingOptimizer() = default;
 
-void TrainingOptimizer::set_lr(double lr) {
-  lr_ = lr;
-  if (sharded_) return;
-  for (auto& group : adamw_->param_groups())
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-}
+void TrainingOptimizer::set_lr(double lr) { lr_ = lr; }
 
 void TrainingOptimizer::zero_grad() {
+  grad_scale_ = 1;
   if (sharded_) return sharded_->zero_grad();
-  adamw_->zero_grad(/*set_to_none=*/true);
+  for (auto& p : parameters_) p.tensor.mutable_grad() = at::Tensor();
 }
 
 void TrainingOptimizer::reduce_gradients(Communicator& comm) {
@@ -109,7 +102,35 @@ void TrainingOptimizer::reduce_gradients(Communicator& comm) {
 
 void TrainingOptimizer::step() {
   if (sharded_) return sharded_->step(lr_, settings_);
-  adamw_->step();
+  // Parameters with a gradient, grouped by what one fused call needs alike: weight decay, step
+  // count (a parameter without a gradient in some step, as torch's AdamW, keeps its own), device
+  // and dtype. Usually two groups: the weight matrices and the rest.
+  struct Group {
+    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  };
+  using Key = std::tuple<bool, int64_t, std::string, at::ScalarType>;
+  std::map<Key, Group> groups;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const at::Tensor& p = parameters_[i].tensor;
+    if (!p.grad().defined()) continue;
+    Moments& m = moments_[i];
+    if (!m.exp_avg.defined()) {
+      m.exp_avg = at::zeros_like(p, at::MemoryFormat::Preserve);
+      m.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
+    }
+    ++m.step;
+    Group& g = groups[Key{parameters_[i].decay, m.step, p.device().str(), p.scalar_type()}];
+    g.params.push_back(p);
+    g.grads.push_back(p.grad());
+    g.exp_avgs.push_back(m.exp_avg);
+    g.exp_avg_sqs.push_back(m.exp_avg_sq);
+  }
+  for (auto& [key, g] : groups) {
+    const double decay = std::get<0>(key) ? settings_.weight_decay : 0.0;
+    fused_adamw_update(g.params, g.grads, g.exp_avgs, g.exp_avg_sqs, std::get<1>(key), lr_,
+                       settings_, decay, grad_scale_);
+  }
+  grad_scale_ = 1;
 }
 
 model::LayerScope* TrainingOptimizer::layer_scope() {
@@ -166,11 +187,10 @@ StateBytes TrainingOptimizer::state_bytes(torch::nn::Module& module) const {
     bytes.moments += own.moments;
     return bytes;
   }
-  for (const auto& [key, state] : adamw_->state()) {
-    (void)key;
-    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*state);
-    bytes.moments += s.exp_avg().numel() * static_cast<int64_t>(s.exp_avg().element_size()) +
-                     s.exp_avg_sq().numel() * static_cast<int64_t>(s.exp_avg_sq().element_size());
+  for (const auto& m : moments_) {
+    if (!m.exp_avg.defined()) continue;
+    bytes.moments += m.exp_avg.numel() * static_cast<int64_t>(m.exp_avg.element_size()) +
+                     m.exp_avg_sq.numel() * static_cast<int64_t>(m.exp_avg_sq.element_size());
   }
   return bytes;
 }
@@ -181,15 +201,13 @@ double TrainingOptimizer::clip_grad_norm(double max_norm) {
   for (const auto& p : parameters_)
     if (p.tensor.grad().defined()) grads.push_back(p.tensor.grad());
   if (grads.empty()) return 0.0;
-  // The norm in float64 over per-tensor norms: independent of how parameters are grouped.
-  std::vector<at::Tensor> norms;
-  norms.reserve(grads.size());
-  for (const auto& g : grads) norms.push_back(g.detach().to(at::kDouble).norm());
-  const double total = at::stack(norms).norm().item<double>();
-  if (const double factor = clip_coefficient(total, max_norm); factor < 1) {
-    torch::NoGradGuard no_grad;
-    for (auto& g : grads) g.mul_(factor);
-  }
+  // Per-tensor norms (one multi-tensor kernel on a GPU), combined in float64: independent of how
+  // parameters are grouped. No copy of a gradient in float64: that was a launch per tensor.
+  at::NoGradGuard no_grad;
+  const std::vector<at::Tensor> norms = at::_foreach_norm(grads, 2);
+  const double total = at::stack(norms).to(at::kDouble).norm().item<double>();
+  const double factor = clip_coefficient(total, max_norm);
+  grad_scale_ = factor < 1 ? 1 / factor : 1.0;  // applied by the fused update in step()
   return total;
 }
 
@@ -208,14 +226,13 @@ int64_t TrainingOptimizer::parameter_count() const {
 io::NamedTensors TrainingOptimizer::state_tensors() {
   if (sharded_) return sharded_->full_optimizer_state();
   io::NamedTensors out;
-  const auto& state = adamw_->state();
-  for (const auto& p : parameters_) {
-    const auto it = state.find(p.tensor.unsafeGetTensorImpl());
-    if (it == state.end()) continue;  // no step taken yet
-    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-    out.emplace_back("adam.exp_avg." + p.name, s.exp_avg());
-    out.emplace_back("adam.exp_avg_sq." + p.name, s.exp_avg_sq());
-    out.emplace_back("adam.step." + p.name, torch::tensor({s.step()}, torch::kLong));
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Moments& m = moments_[i];
+    if (!m.exp_avg.defined()) continue;  // no step taken yet
+    const std::string& name = parameters_[i].name;
+    out.emplace_back("adam.exp_avg." + name, m.exp_avg);
+    out.emplace_back("adam.exp_avg_sq." + name, m.exp_avg_sq);
+    out.emplace_back("adam.step." + name, at::full({1}, m.step, at::kLong));
   }
   return out;
 }
@@ -223,9 +240,9 @@ io::NamedTensors TrainingOptimizer::state_tensors() {
 void TrainingOptimizer::load_state(const std::function<at::Tensor(const std::string&)>& lookup,
                                    const std::string& where) {
   if (sharded_) return sharded_->load_state(lookup, where);
-  auto& state = adamw_->state();
-  state.clear();
-  for (const auto& p : parameters_) {
+  moments_.assign(parameters_.size(), Moments{});
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const NamedParameter& p = parameters_[i];
     const at::Tensor step = lookup("adam.step." + p.name);
     if (!step.defined()) continue;  // saved before this parameter's first step
     const at::Tensor exp_avg = lookup("adam.exp_avg." + p.name);
@@ -235,11 +252,9 @@ void TrainingOptimizer::load_state(const std::function<at::Tensor(const std::str
     if (exp_avg.sizes() != p.tensor.sizes() || exp_avg_sq.sizes() != p.tensor.sizes())
       fail("{}: optimizer state of {} has {} elements, the parameter {}", where, p.name,
            exp_avg.numel(), p.tensor.numel());
-    auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(step.item<int64_t>());
-    s->exp_avg(exp_avg.to(p.tensor.options()).clone());
-    s->exp_avg_sq(exp_avg_sq.to(p.tensor.options()).clone());
-    state[p.tensor.unsafeGetTensorImpl()] = std::move(s);
+    moments_[i].step = step.item<int64_t>();
+    moments_[i].exp_avg = exp_avg.to(p.tensor.options()).clone();
+    moments_[i].exp_avg_sq = exp_avg_sq.to(p.tensor.options()).clone();
   }
 }
 

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/optim/adamw.h>
 
 #include <memory>
 #include <string>
@@ -44,6 +43,16 @@ struct AdamWSettings {
   void validate() const;      // errors name --adam-beta1, --adam-beta2, --adam-eps, --weight-decay
 };
 
+// One AdamW update (torch.optim.AdamW's arithmetic) of tensors on one device and of one dtype, all
+// at the same step count `step` (this update's, from 1), in one call of PyTorch's fused
+// multi-tensor kernel (aten::_fused_adamw_: a kernel per chunk of tensors on a GPU, where the
+// composite costs ~9 launches per tensor). Gradients are divided by `grad_scale` first (the
+// inverse of a clipping factor). Decoupled weight decay `weight_decay` (0 for norms and biases).
+void fused_adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                        const std::vector<at::Tensor>& exp_avgs,
+                        const std::vector<at::Tensor>& exp_avg_sqs, int64_t step, double lr,
+                        const AdamWSettings& settings, double weight_decay, double grad_scale);
+
 // What gradients of global L2 norm `norm` are multiplied by to clip them to max_norm (as PyTorch's
 // clip_grad_norm_: max_norm / (norm + 1e-6)); 1 when no clipping applies (max_norm <= 0, the norm
 // within it, or not finite: the caller stops on that).
@@ -59,9 +68,10 @@ struct ShardOptions {
 // The sharding of a training tool: bf16 compute copies when the tool computes in bf16 on CUDA.
 ShardOptions shard_options(ShardMode mode, Communicator& comm, bool bf16_compute);
 
-// With ShardMode::kNone, torch's AdamW over the full parameters (the unsharded DDP of
-// train/distributed.h). Otherwise ShardedParameters holds the masters and moments, and the
-// methods marked "communicates" must be called on every rank.
+// With ShardMode::kNone, AdamW over the full parameters (the unsharded DDP of
+// train/distributed.h), updated with fused_adamw_update per group of tensors. Otherwise
+// ShardedParameters holds the masters and moments, and the methods marked "communicates" must be
+// called on every rank.
 class TrainingOptimizer {
  public:
   TrainingOptimizer(std::vector<NamedParameter> parameters, const AdamWSettings& settings,
@@ -75,7 +85,8 @@ class TrainingOptimizer {
   void step();
   // Scales gradients so their global L2 norm is at most max_norm (<= 0: no clipping); returns the
   // norm before clipping (NaN/Inf when a gradient is not finite, which the caller checks).
-  // Sharded: the norm over every rank's slices (communicates).
+  // Unsharded, the scaling happens inside the next step() (the fused update divides the gradients,
+  // no launch per tensor); sharded, the norm over every rank's slices (communicates).
   double clip_grad_norm(double max_norm);
 
   // --- sharding (each a no-op with ShardMode::kNone) ---
@@ -119,7 +130,13 @@ class TrainingOptimizer {
   AdamWSettings settings_;
   double lr_ = 0;
   ShardOptions shard_;
-  std::unique_ptr<torch::optim::AdamW> adamw_;         // kNone
+  // kNone: each parameter's moments (undefined before its first update) and update count.
+  struct Moments {
+    at::Tensor exp_avg, exp_avg_sq;
+    int64_t step = 0;
+  };
+  std::vector<Moments> moments_;
+  double grad_scale_ = 1;  // clip_grad_norm's 1 / factor, for the next step()
   std::unique_ptr<ShardedParameters> sharded_;         // otherwise
   std::vector<std::unique_ptr<ShardedParameters>> frozen_;
 };

@@ -118,9 +118,15 @@ def test_two_gloo_processes_reproduce_one(model_dir, tmp_path):
     assert "(2 processes, torchrun)" in stdout
     got = train_losses(pair)
     assert sorted(got) == sorted(want) == list(range(1, steps + 1))
-    worst = max(abs(got[s] - want[s]) / abs(want[s]) for s in want)
-    print(f"\n2 Gloo processes x 4 sequences vs 1 x 8: max relative loss difference over {steps} steps = {worst:.2e}")
-    assert worst < 1e-5
+    differences = sorted(abs(got[s] - want[s]) / abs(want[s]) for s in want)
+    worst, median = differences[-1], differences[len(differences) // 2]
+    print(f"\n2 Gloo processes x 4 sequences vs 1 x 8: relative loss differences over {steps} steps: median "
+          f"{median:.2e}, max {worst:.2e}")
+    # The two runs sum gradients in another order: float rounding (1e-7 relative). On the 2-bit grid a weight
+    # that rounding puts on the other side of a code boundary in one run flips its code, and the losses from
+    # there differ by about 1e-4 (measured 2026-12-05 from step 9 with the fused AdamW; not within 12 steps before).
+    assert median < 1e-5
+    assert worst < 1e-3
 
 
 def test_kd_artifact_is_exact_and_loads_in_transformers(model_dir, tmp_path):

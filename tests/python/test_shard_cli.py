@@ -190,8 +190,9 @@ def test_grpo_shard_mode_matches_unsharded(toy, tmp_path, mode):
 
     # Two steps of 2 epochs x 2 minibatches: later updates start from weights that differ in those
     # bits, and Adam moves near-zero entries by up to lr whatever their sign: the losses agree to 1e-2 and
-    # the weights stay within 2 lr after 8 updates (identical in optimizer mode, whose arithmetic is the
-    # unsharded one's).
+    # the weights stay within 2 lr after 8 updates (in optimizer mode, whose arithmetic is the unsharded
+    # one's, within float rounding: PyTorch's fused AdamW kernel computes the last elements of each tensor, fewer
+    # than a vector, in a scalar loop, and a rank's slice ends elsewhere than the whole tensor; 4.5e-7 measured).
     launch(grpo_args(toy, tmp_path / "none"), world=2)
     launch(grpo_args(toy, tmp_path / mode, "--shard", mode), world=2)
     want, got = train_rows(tmp_path / "none"), train_rows(tmp_path / mode)
@@ -206,7 +207,7 @@ def test_grpo_shard_mode_matches_unsharded(toy, tmp_path, mode):
           f"max |weight difference| {dw:.2e} (lr 1e-2)")
     assert dw < 2 * 1e-2
     if mode == "optimizer":
-        assert dw == 0
+        assert dw < 1e-5
 
 
 @pytest.mark.parametrize("mode", ["parameters", "none"])
