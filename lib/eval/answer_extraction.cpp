@@ -213,6 +213,8 @@ bool joins_boxes(std::string_view between) {
 
 // At most this many boxes are read as one answer; a longer run is a degenerate repetition.
 constexpr int kMaxJoinedBoxes = 16;
+// The longest text between two boxes that can still join them ("$ or $x = ").
+constexpr size_t kMaxBoxJoiner = 40;
 
 }  // namespace
 
@@ -230,7 +232,7 @@ std::optional<std::string> final_boxes(std::string_view text, Budget* budget) {
   while (true) {
     // The text before this box, back to the previous box's closing brace, must be a joiner.
     size_t brace = text.rfind('}', start == 0 ? 0 : start - 1);
-    if (start == 0 || brace == std::string_view::npos || start - brace > 40) break;
+    if (start == 0 || brace == std::string_view::npos || start - brace > kMaxBoxJoiner) break;
     charge(budget, start - brace);
     auto previous = find_last_box(text.substr(0, brace + 1), budget);
     if (!previous || previous->end != brace + 1) break;

@@ -1,5 +1,5 @@
-// Splitting answers at '=' with plain scans: brackets and braces are tracked so that a tuple's
-// commas and a set's braces never split an answer in the wrong place.
+// Splitting answers at '=' outside brackets and braces (split_top_level), so that a tuple's commas
+// and a set's braces never split an answer in the wrong place.
 #include "eval/equation_form.h"
 
 #include "eval/answer_structure.h"
@@ -28,22 +28,14 @@ bool is_variable_tuple(std::string_view s) {
 
 std::optional<EquationForm> equation_form(std::string_view answer) {
   EquationForm form;
-  int depth = 0;
-  size_t from = 0;
-  for (size_t i = 0; i < answer.size(); ++i) {
-    const char c = answer[i];
-    if (c == '(' || c == '[' || c == '{') ++depth;
-    if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
-    if (c != '=' || depth != 0) continue;
-    // "<=", ">=", "!=", ":=" are not the '=' of an equation.
-    if (i > 0 && (answer[i - 1] == '<' || answer[i - 1] == '>' || answer[i - 1] == '!')) return std::nullopt;
-    form.parts.push_back(text::trim(answer.substr(from, i - from)));
-    from = i + 1;
-  }
-  if (form.parts.empty()) return std::nullopt;
-  form.parts.push_back(text::trim(answer.substr(from)));
-  for (const auto& part : form.parts)
+  form.parts = split_top_level(answer, "=");
+  if (form.parts.size() < 2) return std::nullopt;
+  for (auto& part : form.parts) {
+    // "<=", ">=", "!=" are not the '=' of an equation.
+    if (part.ends_with('<') || part.ends_with('>') || part.ends_with('!')) return std::nullopt;
+    part = text::trim(part);
     if (part.empty()) return std::nullopt;
+  }
   // "x = 1, y = 2": each item has its own '='.
   int items_with_equals = 0;
   for (const auto& item : split_top_level(answer, ","))

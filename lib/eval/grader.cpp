@@ -431,7 +431,7 @@ Cmp compare_normalized(const std::string& p, const std::string& g, Context& ctx)
 Cmp compare_forms(const std::string& p, const std::string& g, Context& ctx) {
   ctx.budget.tick();
   if (p == g && !p.empty()) return Cmp::equal;
-  auto normal = [&](const std::string& text) { return normalize_answer(text); };
+  auto normal = [&](const std::string& text) { return normalized(text, ctx); };
   auto pi = inequality_as_interval(p);
   auto gi = inequality_as_interval(g);
   if (pi || gi) return compare_normalized(normal(pi.value_or(p)), normal(gi.value_or(g)), ctx);

@@ -108,7 +108,7 @@ void TrainingOptimizer::step() {
   struct Group {
     std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
   };
-  using Key = std::tuple<bool, int64_t, std::string, at::ScalarType>;
+  using Key = std::tuple<bool, int64_t, c10::DeviceType, c10::DeviceIndex, at::ScalarType>;
   std::map<Key, Group> groups;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const at::Tensor& p = parameters_[i].tensor;
@@ -119,7 +119,8 @@ void TrainingOptimizer::step() {
       m.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
     }
     ++m.step;
-    Group& g = groups[Key{parameters_[i].decay, m.step, p.device().str(), p.scalar_type()}];
+    Group& g = groups[Key{parameters_[i].decay, m.step, p.device().type(), p.device().index(),
+                          p.scalar_type()}];
     g.params.push_back(p);
     g.grads.push_back(p.grad());
     g.exp_avgs.push_back(m.exp_avg);
