@@ -1,12 +1,13 @@
-// One qat-kd training step on the CPU (scripts/bench_qat runs it next to a plain PyTorch peer,
-// scripts/bench_qat_reference.py, on the same model and batch, with the same threads):
+// One qat-kd training step on the CPU, or with --device cuda on a GPU (scripts/bench_qat runs it
+// next to a plain PyTorch peer, scripts/bench_qat_reference.py, on the same model, batch, threads
+// and device; scripts/gpu-check on CUDA):
 //   teacher: a random Llama-style CausalLM (init_random, std 0.02), forward in no-grad
 //   student: a copy whose every decoder Linear is a FakeQuantLinear (RTN min-max init, frozen
 //            scales and zeros: the fused STE path); embeddings, norms and lm_head stay float
 //   loss:    forward KL(teacher || student) at every position (train::distill_loss, T = 1)
 //   then backward, gradient clipping to norm 1.0 and one AdamW step with the tools' optimizer
-//            (train::TrainingOptimizer: the fused update; weight decay on every tensor, as the peer's
-//            torch.optim.AdamW defaults).
+//            (train::TrainingOptimizer: the fused update; weight decay on every tensor, as the
+//            peer's torch.optim.AdamW defaults).
 // The first steps are warmup; the median of the timed steps gives tokens/s. The teacher weights and
 // the token batch go to --weights-out (safetensors) so that the peer starts from the same numbers;
 // both print the loss of the first step (computed from the initial weights) to compare numerics.
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   int64_t group = 64;
   uint64_t seed = 0;
   double lr = 1e-4, weight_decay = 0.01, max_grad_norm = 1.0;
-  std::string weights_out;
+  std::string weights_out, device_name = "cpu";
   app.add_option("--hidden", s.hidden, "Hidden size")->capture_default_str();
   app.add_option("--layers", s.layers, "Decoder layers")->capture_default_str();
   app.add_option("--heads", s.heads, "Attention heads")->capture_default_str();
@@ -111,32 +112,42 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "Seed of the weights and the batch")->capture_default_str();
   app.add_option("--weights-out", weights_out,
                  "Write the teacher weights and input_ids here (safetensors) for the peer");
+  app.add_option("--device", device_name, "cpu, cuda or cuda:N (the weights are made on the CPU)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     if (warmup < 1 || steps < 1) rqat::fail("bench_qat_step: --warmup and --steps must be >= 1");
     at::set_num_threads(threads);
     const rqat::model::ModelConfig config = llama_config(s);
-    const auto options = at::TensorOptions().dtype(at::kFloat);
+    const at::Device device(device_name);
+    const auto cpu = at::TensorOptions().dtype(at::kFloat);
+    const auto options = cpu.device(device);
 
-    auto teacher = std::make_shared<rqat::model::CausalLM>(config, options);
-    rqat::model::init_random(*teacher, seed);
-    for (auto& p : teacher->parameters()) p.requires_grad_(false);
+    // The weights and the batch are drawn on the CPU, so that every device starts from the same
+    // numbers as the peer, then copied to the device.
+    auto cpu_teacher = std::make_shared<rqat::model::CausalLM>(config, cpu);
+    rqat::model::init_random(*cpu_teacher, seed);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
-    const auto input_ids = at::randint(s.vocab, {s.batch, s.seq}, gen, at::kLong);
+    const auto cpu_input_ids = at::randint(s.vocab, {s.batch, s.seq}, gen, at::kLong);
     if (!weights_out.empty()) {
-      auto tensors = teacher->state_tensors();
-      tensors.emplace_back("input_ids", input_ids);
+      auto tensors = cpu_teacher->state_tensors();
+      tensors.emplace_back("input_ids", cpu_input_ids);
       rqat::io::save_safetensors(weights_out, tensors);
     }
-
-    // The student: the teacher's weights, then every decoder Linear fake-quantized.
-    auto student = std::make_shared<rqat::model::CausalLM>(config, options);
-    {
+    const auto input_ids = cpu_input_ids.to(device);
+    auto copy_of_teacher = [&] {
+      auto model = std::make_shared<rqat::model::CausalLM>(config, options);
       at::NoGradGuard no_grad;
       std::map<std::string, at::Tensor> source;
-      for (const auto& item : teacher->named_parameters()) source[item.key()] = item.value();
-      for (auto& item : student->named_parameters()) item.value().copy_(source.at(item.key()));
-    }
+      for (const auto& item : cpu_teacher->named_parameters()) source[item.key()] = item.value();
+      for (auto& item : model->named_parameters()) item.value().copy_(source.at(item.key()));
+      return model;
+    };
+    auto teacher = copy_of_teacher();
+    for (auto& p : teacher->parameters()) p.requires_grad_(false);
+
+    // The student: the teacher's weights, then every decoder Linear fake-quantized.
+    auto student = copy_of_teacher();
     rqat::quant::QuantSpec spec;
     spec.bits = bits;
     spec.group_size = group;
@@ -159,7 +170,7 @@ int main(int argc, char** argv) {
     }
     rqat::train::TrainingOptimizer optimizer(
         std::move(params), rqat::train::AdamWSettings{.lr = lr, .weight_decay = weight_decay});
-    const auto mask = at::ones({s.batch, s.seq}, at::kBool);
+    const auto mask = at::ones({s.batch, s.seq}, options.dtype(at::kBool));
     const rqat::train::DistillOptions kd;  // forward KL, T = 1, full vocabulary
 
     auto step = [&]() {
@@ -199,11 +210,11 @@ int main(int argc, char** argv) {
     const double tokens_per_s = static_cast<double>(s.batch * s.seq) / median;
     std::cout << fmt::format(
         "rqat qat-kd step: hidden {} x {} layers, {} heads / {} kv, mlp {}, vocab {}, batch {} x "
-        "{}, W{} g{}, {} thread(s): median {:.4f} s (min {:.4f}, CPU {:.4f} s) over {} steps = "
+        "{}, W{} g{}, {}, {} thread(s): median {:.4f} s (min {:.4f}, CPU {:.4f} s) over {} steps = "
         "{:.0f} tokens/s\n",
         s.hidden, s.layers, s.heads, s.kv_heads, s.intermediate, s.vocab, s.batch, s.seq, bits,
-        group, threads, median, *std::min_element(seconds.begin(), seconds.end()), cpu_median,
-        seconds.size(), tokens_per_s);
+        group, device.str(), threads, median, *std::min_element(seconds.begin(), seconds.end()),
+        cpu_median, seconds.size(), tokens_per_s);
     std::cout << fmt::format(
         "RESULT tokens_per_s={:.3f} seconds={:.6f} cpu_seconds={:.6f} "
         "first_loss={:.12e} last_loss={:.12e}\n",

@@ -1,7 +1,8 @@
 // See low_bit_gemv.cuh. The threads' work is cuda/low_bit_gemv_lanes.cuh (tested on the CPU too);
-// here only the launch and the CTA's sum over its threads: a butterfly of warp shuffles per
-// accumulator, then the warps' sums from shared memory, in warp order.
+// here only the launch and the CTA's sum over its threads (cuda/cta_row_sums.cuh).
 #include "cuda/low_bit_gemv.cuh"
+
+#include "cuda/cta_row_sums.cuh"
 
 namespace rqat::cuda {
 namespace {
@@ -11,28 +12,8 @@ __global__ void __launch_bounds__(kGemvThreads) low_bit_gemv_kernel(const LowBit
   float acc[kGemvRowsPerCta][Rows];
   thread_partial_sums<Bits, Rows, In>(a, blockIdx.x, threadIdx.x, acc);
 
-  constexpr int kMaxWarps = kGemvThreads / 32, kSums = kGemvRowsPerCta * Rows;
-  __shared__ float warp_sums[kMaxWarps][kSums];
-  const int warps = blockDim.x >> 5;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int i = 0; i < kGemvRowsPerCta; ++i)
-#pragma unroll
-    for (int r = 0; r < Rows; ++r) {
-      float v = acc[i][r];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-      if (lane == 0) warp_sums[warp][i * Rows + r] = v;
-    }
-  __syncthreads();
-  for (int k = threadIdx.x; k < kSums; k += blockDim.x) {
-    const int64_t o = static_cast<int64_t>(blockIdx.x) * kGemvRowsPerCta + k / Rows;
-    const int64_t r = k % Rows;
-    if (o >= a.out || r >= a.rows) continue;
-    float sum = 0.f;
-    for (int w = 0; w < warps; ++w) sum += warp_sums[w][k];
-    store_output<In>(a, o, r, sum);
-  }
+  store_cta_row_sums<kGemvRowsPerCta, Rows, kGemvThreads / 32, In>(
+      a, static_cast<int64_t>(blockIdx.x) * kGemvRowsPerCta, acc);
 }
 
 struct Launch {

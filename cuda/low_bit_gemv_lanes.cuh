@@ -205,13 +205,14 @@ RQAT_LANE void load_x4(const In* row, int64_t col, int q, int valid, bool vector
   for (int t = 0; t < 4; ++t) v[t] = 4 * q + t < valid ? to_float(row[col + 4 * q + t]) : 0.f;
 }
 
-// Adds one unit (16 columns) of the CTA's rows o0 .. o0 + kGemvRowsPerCta - 1 times every row of x
-// into acc[row of the CTA][row of x]. Rows <= Rows of x are real (a.rows of them). Per row of the
-// CTA and of x: dot = sum_t code_t * x_t (x pre-scaled for the codes read in place), then
-// acc += scale * dot - zero * scale * sum_t x_t, so a weight costs its decode and one multiply-add.
-template <int Bits, int Rows, typename In>
-RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit,
-                               float (&acc)[kGemvRowsPerCta][Rows]) {
+// Where unit `unit` (16 columns: half of block unit / 2) of a row lies among x's columns: its first
+// column `col` and how many of its 16 columns are real (`valid`; 0 for a group's padding to whole
+// blocks, which adds nothing).
+struct UnitColumns {
+  int64_t col = 0;
+  int valid = 0;
+};
+RQAT_LANE UnitColumns unit_columns(const LowBitGemvArgs& a, int64_t unit) {
   const int64_t block = unit >> 1;
   const int half = static_cast<int>(unit & 1);
   // 32-bit division (a 64-bit one is a long subroutine on GPUs): rows have far below 2^31 blocks.
@@ -220,36 +221,37 @@ RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit
   const int64_t group_length = a.group_size < a.in_features - g * a.group_size
                                    ? a.group_size
                                    : a.in_features - g * a.group_size;
-  if (first >= group_length) return;  // a group's padding to whole blocks
-  const int valid = group_length - first < 16 ? static_cast<int>(group_length - first) : 16;
-  const int64_t col = g * a.group_size + first;
+  UnitColumns c;
+  if (first >= group_length) return c;
+  c.valid = group_length - first < 16 ? static_cast<int>(group_length - first) : 16;
+  c.col = g * a.group_size + first;
+  return c;
+}
 
-  uint32_t words[kGemvRowsPerCta][kUnitWords<Bits>];
-  float scale[kGemvRowsPerCta], zero_scale[kGemvRowsPerCta];
-  RQAT_UNROLL
-  for (int i = 0; i < kGemvRowsPerCta; ++i) {
-    const int64_t o = o0 + i;
-    for (int k = 0; k < kUnitWords<Bits>; ++k) words[i][k] = 0;
-    scale[i] = zero_scale[i] = 0.f;  // rows past the end add 0
-    if (o >= a.out) continue;
-    load_unit_words<Bits>(a.codes + o * a.words_per_row + block * Bits, half, words[i]);
-    scale[i] = a.scales[o * a.groups + g];
-    zero_scale[i] = a.zeros[o * a.groups + g] * scale[i];
-  }
-  float dot[kGemvRowsPerCta][Rows], x_sum[Rows];
+// Adds one unit of R rows of W, given as their words (kUnitWords each, as load_unit_words gives),
+// scales and zero * scale, times every row of x into acc[row of W][row of x]. Rows <= Rows of x are
+// real (a.rows of them). Per row of W and of x: dot = sum_t code_t * x_t (x pre-scaled for the
+// codes read in place), then acc += scale * dot - zero * scale * sum_t x_t, so a weight costs its
+// decode and one multiply-add.
+template <int Bits, int Rows, int R, typename In>
+RQAT_LANE void accumulate_unit_words(const LowBitGemvArgs& a, UnitColumns c,
+                                     const uint32_t (&words)[R][kUnitWords<Bits>],
+                                     const float (&scale)[R], const float (&zero_scale)[R],
+                                     float (&acc)[R][Rows]) {
+  float dot[R][Rows], x_sum[Rows];
   RQAT_UNROLL
   for (int r = 0; r < Rows; ++r) {
     x_sum[r] = 0.f;
     RQAT_UNROLL
-    for (int i = 0; i < kGemvRowsPerCta; ++i) dot[i][r] = 0.f;
+    for (int i = 0; i < R; ++i) dot[i][r] = 0.f;
   }
   const In* x = static_cast<const In*>(a.x);
   RQAT_UNROLL
   for (int q = 0; q < 4; ++q) {
-    if (4 * q >= valid) break;
-    float codes[kGemvRowsPerCta][4];
+    if (4 * q >= c.valid) break;
+    float codes[R][4];
     RQAT_UNROLL
-    for (int i = 0; i < kGemvRowsPerCta; ++i) {
+    for (int i = 0; i < R; ++i) {
       RQAT_UNROLL
       for (int t = 0; t < 4; ++t) codes[i][t] = scaled_code<Bits>(words[i], 4 * q + t);
     }
@@ -257,14 +259,14 @@ RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit
     for (int r = 0; r < Rows; ++r) {
       if (r >= a.rows) break;
       float xv[4];
-      load_x4<In>(x + r * a.x_stride, col, q, valid, a.x_vector, xv);
+      load_x4<In>(x + r * a.x_stride, c.col, q, c.valid, a.x_vector, xv);
       RQAT_UNROLL
       for (int t = 0; t < 4; ++t) {
         x_sum[r] += xv[t];
         xv[t] *= code_unscale<Bits>(4 * q + t);  // exact: a power of two
       }
       RQAT_UNROLL
-      for (int i = 0; i < kGemvRowsPerCta; ++i) {
+      for (int i = 0; i < R; ++i) {
         RQAT_UNROLL
         for (int t = 0; t < 4; ++t) dot[i][r] = fmaf(codes[i][t], xv[t], dot[i][r]);
       }
@@ -274,9 +276,32 @@ RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit
   for (int r = 0; r < Rows; ++r) {
     if (r >= a.rows) break;
     RQAT_UNROLL
-    for (int i = 0; i < kGemvRowsPerCta; ++i)
-      acc[i][r] += fmaf(scale[i], dot[i][r], -zero_scale[i] * x_sum[r]);
+    for (int i = 0; i < R; ++i) acc[i][r] += fmaf(scale[i], dot[i][r], -zero_scale[i] * x_sum[r]);
   }
+}
+
+// Adds one unit (16 columns) of the CTA's rows o0 .. o0 + kGemvRowsPerCta - 1, read from memory.
+template <int Bits, int Rows, typename In>
+RQAT_LANE void accumulate_unit(const LowBitGemvArgs& a, int64_t o0, int64_t unit,
+                               float (&acc)[kGemvRowsPerCta][Rows]) {
+  const UnitColumns c = unit_columns(a, unit);
+  if (c.valid == 0) return;  // a group's padding to whole blocks
+  const int64_t block = unit >> 1;
+  const int64_t g = static_cast<uint32_t>(block) / static_cast<uint32_t>(a.blocks_per_group);
+  uint32_t words[kGemvRowsPerCta][kUnitWords<Bits>];
+  float scale[kGemvRowsPerCta], zero_scale[kGemvRowsPerCta];
+  RQAT_UNROLL
+  for (int i = 0; i < kGemvRowsPerCta; ++i) {
+    const int64_t o = o0 + i;
+    for (int k = 0; k < kUnitWords<Bits>; ++k) words[i][k] = 0;
+    scale[i] = zero_scale[i] = 0.f;  // rows past the end add 0
+    if (o >= a.out) continue;
+    load_unit_words<Bits>(a.codes + o * a.words_per_row + block * Bits, static_cast<int>(unit & 1),
+                          words[i]);
+    scale[i] = a.scales[o * a.groups + g];
+    zero_scale[i] = a.zeros[o * a.groups + g] * scale[i];
+  }
+  accumulate_unit_words<Bits, Rows, kGemvRowsPerCta, In>(a, c, words, scale, zero_scale, acc);
 }
 
 // Thread `thread` of CTA `cta`: its partial sums over the units it takes.
@@ -300,36 +325,51 @@ RQAT_LANE void store_output(const LowBitGemvArgs& a, int64_t o, int64_t r, float
   store_value(static_cast<In*>(a.y) + r * a.out + o, v);
 }
 
+// visitor.template run<Bits, Rows, In>() for x's dtype (both GEMVs' dispatch).
+template <typename Visitor, typename BitsConstant, typename RowsConstant>
+int visit_input_type(const LowBitGemvArgs& a, Visitor&& visitor, BitsConstant, RowsConstant) {
+  constexpr int kBits = BitsConstant::value, kRows = RowsConstant::value;
+  return a.x_bf16 ? visitor.template run<kBits, kRows, Bf16>()
+                  : visitor.template run<kBits, kRows, float>();
+}
+
+// f(std::integral_constant<int, bits>{}) for bits 2, 3, 4 or 8; `invalid` for any other.
+template <typename F>
+int visit_bits(int bits, F&& f, int invalid) {
+  switch (bits) {
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    default:
+      return invalid;
+  }
+}
+
 // The template arguments of a call: rows of x rounded up to 1, 2, 4, 8 or 16 (a.rows checks the
 // rest), bits and dtype. Calls visitor.template run<Bits, Rows, In>() and returns what it returns;
 // `invalid` for bits or rows out of range.
 template <typename Visitor>
 int visit_low_bit_gemv(const LowBitGemvArgs& a, Visitor&& visitor, int invalid) {
-  const auto by_type = [&](auto bits, auto rows) {
-    constexpr int kBits = decltype(bits)::value, kRows = decltype(rows)::value;
-    return a.x_bf16 ? visitor.template run<kBits, kRows, Bf16>()
-                    : visitor.template run<kBits, kRows, float>();
-  };
-  const auto by_rows = [&](auto bits) {
-    if (a.rows < 1 || a.rows > kLowBitGemvMaxRows) return invalid;
-    if (a.rows == 1) return by_type(bits, std::integral_constant<int, 1>{});
-    if (a.rows == 2) return by_type(bits, std::integral_constant<int, 2>{});
-    if (a.rows <= 4) return by_type(bits, std::integral_constant<int, 4>{});
-    if (a.rows <= 8) return by_type(bits, std::integral_constant<int, 8>{});
-    return by_type(bits, std::integral_constant<int, 16>{});
-  };
-  switch (a.bits) {
-    case 2:
-      return by_rows(std::integral_constant<int, 2>{});
-    case 3:
-      return by_rows(std::integral_constant<int, 3>{});
-    case 4:
-      return by_rows(std::integral_constant<int, 4>{});
-    case 8:
-      return by_rows(std::integral_constant<int, 8>{});
-    default:
-      return invalid;
-  }
+  return visit_bits(
+      a.bits,
+      [&](auto bits) {
+        if (a.rows < 1 || a.rows > kLowBitGemvMaxRows) return invalid;
+        if (a.rows == 1)
+          return visit_input_type(a, visitor, bits, std::integral_constant<int, 1>{});
+        if (a.rows == 2)
+          return visit_input_type(a, visitor, bits, std::integral_constant<int, 2>{});
+        if (a.rows <= 4)
+          return visit_input_type(a, visitor, bits, std::integral_constant<int, 4>{});
+        if (a.rows <= 8)
+          return visit_input_type(a, visitor, bits, std::integral_constant<int, 8>{});
+        return visit_input_type(a, visitor, bits, std::integral_constant<int, 16>{});
+      },
+      invalid);
 }
 
 }  // namespace rqat::cuda

@@ -1,7 +1,7 @@
 // Flags of `rqat report RUN_DIR [--plots]` (docs/experiments.md): the run's results and stage
 // tables as markdown (stdout and RUN_DIR/report.md) and CSV (report.csv, stages.csv). --plots then
-// runs scripts/plot.py with the system python3 (matplotlib and h5py come from Debian, not the
-// .venv). Runs from its CLI11 callback like `rqat traces` (see traces_flags.h).
+// runs scripts/plot.py with a Python that has matplotlib and h5py (experiment/run_plots.h). Runs
+// from its CLI11 callback like `rqat traces` (see traces_flags.h).
 #pragma once
 
 #include <fmt/format.h>
@@ -34,7 +34,8 @@ inline void add_report_subcommand(CLI::App& app) {
       ->required();
   cmd->add_flag(
       "--plots", s->plots,
-      "Also run scripts/plot.py RUN_DIR with /usr/bin/python3 (PNG files in RUN_DIR/plots)");
+      "Also run scripts/plot.py RUN_DIR (PNG files in RUN_DIR/plots) with Debian's python3, the "
+      "source tree's .venv or $RQAT_PLOT_PYTHON, the first with matplotlib and h5py");
 
   cmd->callback([s] {
     const int code = run_tool("rqat report", [&] {

@@ -17,6 +17,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "cuda/low_bit_gemv.cuh"
+#include "cuda/low_bit_gemv_wide.cuh"
 #endif
 
 namespace rqat::ops {
@@ -150,11 +151,14 @@ at::Tensor low_bit_matmul_cuda_kernel(const at::Tensor& x, const LowBitWeight& w
     fail("low_bit_matmul_cuda_kernel: {} rows (at most {})", rows, cuda::kLowBitGemvMaxRows);
   RQAT_MARK_KERNEL("rqat::low_bit_gemv");
   const c10::cuda::CUDAGuard on_device(x.device());  // the launch goes to x's device's stream
-  // One launch for float32 or bf16 x in the inputs' order (act-order adds a gather).
+  // One launch for float32 or bf16 x in the inputs' order (act-order adds a gather): the wide
+  // GEMV for 1-4 rows of a weight with whole 16-byte steps (every real layer), else the first.
   const LowBitGemvCall call = prepare_low_bit_gemv(x, w);
   if (rows > 0) {
-    const int err =
-        cuda::launch_low_bit_gemv(call.args, c10::cuda::getCurrentCUDAStream().stream());
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    const int err = cuda::wide_gemv_applies(call.args)
+                        ? cuda::launch_low_bit_gemv_wide(call.args, stream)
+                        : cuda::launch_low_bit_gemv(call.args, stream);
     if (err != 0)
       fail("low_bit_matmul: CUDA kernel failed: {}",
            cudaGetErrorString(static_cast<cudaError_t>(err)));

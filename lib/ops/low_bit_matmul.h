@@ -5,7 +5,9 @@
 // low_bit_matmul dispatches on the device and the number of rows of x:
 //   CPU, rows <= kLowBitKernelRows   the packed kernel (ops/low_bit_matmul_kernel.h; with int8
 //                                    activations ops/low_bit_matmul_int8_kernel.h);
-//   CUDA, rows <= 16                 the packed GEMV (cuda/low_bit_gemv.cuh), when built with CUDA;
+//   CUDA, rows <= 16                 the packed GEMV when built with CUDA: the wide one
+//                                    (cuda/low_bit_gemv_wide.cuh) for 1-4 rows of whole 16-byte
+//                                    steps, else cuda/low_bit_gemv.cuh;
 //   otherwise                        low_bit_matmul_dense: the weight dequantized once for the
 //                                    call, then a dense matmul (prefill of long prompts:
 //                                    compute-bound, where dense GEMM wins).

@@ -6,7 +6,8 @@ NaN where a step did not log a metric; string attributes at the root).
     minus its NaN rows;
   - with RQAT_BIN (and ../shared/data/tinyllama): real 4-step qat-sft and qat-kd runs, whose curves must
     equal their metrics.jsonl rows, and `rqat report RUN_DIR --plots` writing the tables and the plots.
-plot.py runs with the system python3 (Debian's python3-matplotlib and python3-h5py), not this .venv.
+plot.py runs with the Python `rqat report --plots` picks (Debian's python3 with python3-matplotlib and
+python3-h5py, or the .venv of a no-root setup), not necessarily this .venv.
 Run: RQAT_BIN=build/apps/rqat .venv/bin/python -m pytest -v -s tests/python/test_plot.py
 """
 
@@ -23,13 +24,25 @@ h5py = pytest.importorskip("h5py")
 
 ROOT = Path(__file__).resolve().parents[2]
 PLOT = ROOT / "scripts" / "plot.py"
-SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _plot_python():
+    """The Python `rqat report --plots` picks (lib/experiment/run_plots.cpp): $RQAT_PLOT_PYTHON, else the
+    first of Debian's python3 and this tree's .venv that imports matplotlib and h5py."""
+    chosen = os.environ.get("RQAT_PLOT_PYTHON")
+    candidates = [chosen] if chosen else ["/usr/bin/python3", str(ROOT / ".venv" / "bin" / "python")]
+    for python in candidates:
+        if os.path.exists(python) and subprocess.run([python, "-c", "import matplotlib, h5py"],
+                                                     capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+PLOT_PYTHON = _plot_python()
 TIMEOUT_S = 300
-_probe = subprocess.run([SYSTEM_PYTHON, "-c", "import matplotlib, h5py"], capture_output=True, text=True) \
-    if os.path.exists(SYSTEM_PYTHON) else None
-if _probe is None or _probe.returncode != 0:
-    pytest.skip(f"SKIPPED: {SYSTEM_PYTHON} lacks matplotlib/h5py (apt-get install python3-matplotlib python3-h5py)",
-                allow_module_level=True)
+if PLOT_PYTHON is None:
+    pytest.skip("SKIPPED: no Python with matplotlib and h5py (apt-get install python3-matplotlib python3-h5py, "
+                "or scripts/setup --bundle, which installs them into .venv)", allow_module_level=True)
 
 # What plot.py reads back, as JSON: {label: {family: [steps, values]}} through its own functions.
 READ_BACK = """
@@ -92,7 +105,7 @@ def png_size(path):
 
 
 def read_back(run_dir):
-    return json.loads(run([SYSTEM_PYTHON, "-c", READ_BACK, PLOT.parent, run_dir]).stdout)
+    return json.loads(run([PLOT_PYTHON, "-c", READ_BACK, PLOT.parent, run_dir]).stdout)
 
 
 def without_nan(steps, values):
@@ -133,7 +146,7 @@ def test_fake_runs_give_one_png_per_family_and_the_comparisons(tmp_path):
     stages.append(stage(run_dir, "never_ran", "qat-kd"))  # no directory: skipped
     write_plan(run_dir, stages, sweep=("init", "objective"))
 
-    r = run([SYSTEM_PYTHON, PLOT, run_dir])
+    r = run([PLOT_PYTHON, PLOT, run_dir])
     plots = run_dir / "plots"
     expected = {"train_loss", "train_kd", "eval_nll", "eval_accuracy", "reward", "rollout_accuracy",
                 "response_length", "eval_response_length", "entropy", "kl", "compare_kd_vs_sft",
@@ -166,7 +179,7 @@ def test_fake_runs_give_one_png_per_family_and_the_comparisons(tmp_path):
     bare = tmp_path / "bare"
     write_dir(bare)
     write_plan(bare, [stage(bare, "ptq", "ptq")])
-    r = run([SYSTEM_PYTHON, PLOT, bare, "--out", tmp_path / "elsewhere"])
+    r = run([PLOT_PYTHON, PLOT, bare, "--out", tmp_path / "elsewhere"])
     assert "no step metrics" in r.stdout and not list((tmp_path / "elsewhere").glob("*.png"))
 
 
@@ -204,12 +217,12 @@ def test_training_seeds_are_one_line_with_a_band(tmp_path):
         np.testing.assert_allclose(mean, per_seed.mean(axis=0), rtol=1e-6)
         np.testing.assert_allclose(lo, per_seed.min(axis=0), rtol=1e-6)
         np.testing.assert_allclose(hi, per_seed.max(axis=0), rtol=1e-6)
-    written = run([SYSTEM_PYTHON, PLOT, run_dir]).stdout.split()
+    written = run([PLOT_PYTHON, PLOT, run_dir]).stdout.split()
     assert [Path(p).stem for p in written] == ["train_loss"]  # one figure: no eval series here
 
 
 def test_missing_plan_is_a_one_line_error(tmp_path):
-    r = subprocess.run([SYSTEM_PYTHON, str(PLOT), str(tmp_path)], capture_output=True, text=True, timeout=TIMEOUT_S)
+    r = subprocess.run([PLOT_PYTHON, str(PLOT), str(tmp_path)], capture_output=True, text=True, timeout=TIMEOUT_S)
     assert r.returncode != 0
     assert "plan.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 

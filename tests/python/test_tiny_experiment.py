@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = ROOT / "experiments" / "tiny" / "reasoning_qat.yaml"
 # A few steps each: this checks the plumbing, not the findings (scripts/demo runs the real thing).
 # One training seed (the file runs 3): the seeds' sweep itself is checked in the dry run below.
-SHRINK = ["--set", "seeds=1", "--set", "qat_steps=40", "--set", "rl_steps=2", "--set", "threads=1",
+# 1,500 traces cover the 40 x 32 QAT samples (the file's 8,000 cost the teacher a minute of decoding).
+SHRINK = ["--set", "seeds=1", "--set", "trace_problems=1500", "--set", "qat_steps=40", "--set", "rl_steps=2", "--set", "threads=1",
           "--set", "stages.qat.args.log-every=2", "--set", "stages.qat.args.eval-every=0",
           "--set", "stages.qat.args.eval-benchmark-limit=8",
           "--set", "stages.sft_correct.args.log-every=2", "--set", "stages.sft_correct.args.eval-every=0",
