@@ -14,6 +14,7 @@ Needs RQAT_BIN=<build>/apps/rqat; the model is the tiny reproduction's teacher (
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -152,7 +153,10 @@ def test_doctor_reports_every_check_and_fails_on_a_bad_kernel(tmp_path):
     assert "| fake_quant | ok |" in bad.stdout
     assert "1 of 5 checks FAILED: low_bit_matmul" in bad.stdout
     assert "Custom kernels against their twins" not in bad.stdout
-    assert bad.stderr.strip() == "rqat doctor: a check failed (see the report above)"
+    # Our one line; c10d may add its own warnings from the all-reduce's rendezvous (a node without a
+    # network cannot name the client socket: seen under scripts/test-no-root's offline step).
+    ours = [line for line in bad.stderr.strip().splitlines() if not re.match(r"\[W\d{4} .*\] \[c10d\]", line)]
+    assert ours == ["rqat doctor: a check failed (see the report above)"]
 
 
 @pytest.mark.skipif(not HAVE_GPU, reason="no GPU visible")
