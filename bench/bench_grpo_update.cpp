@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
         "rqat grpo update ({} policy, {} prompts x {} samples, --kernels {}), counted at the "
         "dispatcher: {}\n  most launched: {}\n  estimate on an H200: {:.3f} ms launch-bound "
         "(launches x 4 us, eager)\n",
-        rqat::enum_name(options.mode), options.prompts_per_step, options.group_size,
+        rqat::enum_name(options.mode), options.prompts_per_step, options.num_generations,
         rqat::enum_name(rqat::ops::kernel_mode()), cost.summary(), cost.top_launches(),
         rqat::bench::h200_estimate(cost, 0, 0).launch_ms);
     std::cout << fmt::format("RESULT update_launches={} update_syncs={} update_host_bytes={}\n",

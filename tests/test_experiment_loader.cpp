@@ -8,9 +8,13 @@
 #include "experiment/experiment_loader.h"
 #include "experiment/interpolation.h"
 #include "experiment/sweep.h"
+#include "io/error.h"
+#include "io/json_file.h"
 #include "test_util.h"
 
 using namespace rqat::experiment;
+namespace io = rqat::io;
+using rqat::Error;
 using rqat::test::require_error;
 using rqat::test::TempDir;
 
@@ -216,8 +220,8 @@ stages:
     args: {act-order: "${act}", bits: 2}
 )");
   REQUIRE(plan.stages.size() == 2);
-  CHECK(plan.stages[0].argv == std::vector<std::string>{"--bits", "2", "--out",
-                                                        (dir / "run" / "ptq.act-false").string()});
+  CHECK(plan.stages[0].argv ==
+        std::vector<std::string>{"--bits", "2", "--out", (dir / "run" / "ptq.act-false").string()});
   CHECK(plan.stages[1].argv == std::vector<std::string>{"--act-order", "--bits", "2", "--out",
                                                         (dir / "run" / "ptq.act-true").string()});
 }
@@ -309,6 +313,51 @@ TEST_CASE("plan.json round-trips") {
   CHECK(plan_to_json(back) == plan_to_json(plan));
   REQUIRE(back.stages.size() == plan.stages.size());
   CHECK(back.stages[5].point == plan.stages[5].point);
+}
+
+TEST_CASE("plan.json of the wrong shape: the error names the file and the field") {
+  TempDir dir("exp-json-bad");
+  const auto plan = plan_of(dir, kSweep);
+  const io::Json good = plan_to_json(plan);
+  const auto error_of = [&](const io::Json& json) -> std::string {
+    io::write_json_file(dir / "plan.json", json);
+    try {
+      read_plan(dir / "plan.json");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string file = (dir / "plan.json").string() + ": ";
+  io::Json bad = good;
+  bad["stages"][3]["id"] = 5;
+  CHECK(error_of(bad) == file + "stages[3].id: expected a string, got a number (5)");
+  bad = good;
+  bad["stages"][1].erase("argv");
+  CHECK(error_of(bad) == file + "stages[1].argv: missing");
+  bad = good;
+  bad["stages"][0]["argv"] = io::Json::array({"--bits", 2});
+  CHECK(error_of(bad) ==
+        file + "stages[0].argv: expected an array of strings, got an array ([\"--bits\",2])");
+  bad = good;
+  bad["stages"][2]["point"]["bits"] = 3;
+  CHECK(error_of(bad) == file + "stages[2].point.bits: expected a string, got a number (3)");
+  bad = good;
+  bad["stages"][0]["resources"]["gpus"] = "two";
+  CHECK(error_of(bad) ==
+        file + "stages[0].resources.gpus: expected a whole number, got a string (\"two\")");
+  bad = good;
+  bad["findings"] = io::Json::array({{{"name", "f"}, {"higher", {{"stage", 1}}}}});
+  CHECK(error_of(bad) == file + "findings[0].higher.stage: expected a string, got a number (1)");
+  bad = good;
+  bad.erase("name");
+  CHECK(error_of(bad) == file + "name: missing");
+  CHECK(error_of(io::Json::array({1})) ==
+        file + "the file: expected an object, got an array ([1])");
+  bad = good;
+  bad["stages"] = "none";
+  CHECK(error_of(bad) == file + "stages: expected an array, got a string");
+  CHECK(error_of(good) == "no error");
 }
 
 TEST_CASE("findings: arms read, checked against the expanded stages, carried in plan.json") {

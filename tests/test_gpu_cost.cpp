@@ -144,7 +144,7 @@ OpCounts grpo_update_counts(const test::TempDir& dir, int64_t layers) {
   o.prompt.use_chat_template = false;
   o.prompt.instruction = "";
   o.prompts_per_step = 4;
-  o.group_size = 4;
+  o.num_generations = 4;
   o.max_new_tokens = 6;
   o.keep_degenerate_groups = true;
   o.bits = 4;

@@ -96,7 +96,7 @@ tools::GrpoCommandOptions toy_options(const test::TempDir& dir, const std::files
   o.prompt.use_chat_template = false;
   o.prompt.instruction = "";
   o.prompts_per_step = 8;
-  o.group_size = 8;
+  o.num_generations = 8;
   o.temperature = 1.0;
   o.max_new_tokens = 1;
   o.trainer.steps = 80;
@@ -363,7 +363,7 @@ TEST_CASE("grpo --resume refuses a checkpoint when any declared setting changed"
   const auto model = write_toy_model(dir);
   auto o = toy_options(dir, model, tools::PolicyMode::kQat);
   o.prompts_per_step = 2;
-  o.group_size = 2;
+  o.num_generations = 2;
   o.max_prompts = 8;
   o.trainer.steps = 1;
   o.out_dir = dir / "run";

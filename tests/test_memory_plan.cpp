@@ -268,7 +268,7 @@ TEST_CASE("plan-memory: flags become the trainers' shapes; bad ones are one-line
   o.tool = rqat::tools::PlanTool::kGrpo;
   o.world_size = 4;
   o.prompts_per_step = 8;
-  o.group_size = 4;
+  o.num_generations = 4;
   o.minibatches = 2;
   o.max_prompt_length = 100;
   o.max_new_tokens = 200;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "io/error.h"
+#include "io/json_fields.h"
 
 namespace rqat::experiment {
 
@@ -72,13 +73,14 @@ io::Json resources_to_json(const SlurmResources& r) {
 }
 
 // Absent fields keep SlurmResources' defaults.
-SlurmResources resources_from_json(const io::Json& j) {
+SlurmResources resources_from_json(const io::Json& j, const std::string& path) {
   SlurmResources r;
   for (const auto& field : slurm_resource_fields()) {
     if (field.number)
-      r.*field.number = j.value(field.name, r.*field.number);
+      r.*field.number =
+          static_cast<int>(io::json_field_or<int64_t>(j, field.name, r.*field.number, path));
     else
-      r.*field.text = j.value(field.name, r.*field.text);
+      r.*field.text = io::json_field_or<std::string>(j, field.name, r.*field.text, path);
   }
   return r;
 }
@@ -89,11 +91,10 @@ io::Json arm_to_json(const FindingArm& arm) {
   return {{"stage", arm.stage}, {"where", where}};
 }
 
-FindingArm arm_from_json(const io::Json& j) {
+FindingArm arm_from_json(const io::Json& j, const std::string& path) {
   FindingArm arm;
-  arm.stage = j.at("stage").get<std::string>();
-  const io::Json where = j.value("where", io::Json::object());  // items() needs it alive
-  for (const auto& [key, value] : where.items()) arm.where.emplace_back(key, value.get<std::string>());
+  arm.stage = io::json_field<std::string>(j, "stage", path);
+  arm.where = io::json_string_map(j, "where", path);
   return arm;
 }
 
@@ -136,44 +137,52 @@ io::Json plan_to_json(const ExperimentPlan& plan) {
 }
 
 ExperimentPlan plan_from_json(const io::Json& json) {
+  // Every field through io/json_fields.h: a plan.json of the wrong shape names the field.
+  using io::json_field;
+  using io::json_field_or;
   ExperimentPlan plan;
-  try {
-    plan.name = json.at("name").get<std::string>();
-    plan.description = json.value("description", "");
-    plan.experiment_file = json.at("experiment_file").get<std::string>();
-    plan.run_dir = json.at("run_dir").get<std::string>();
-    plan.sweep_variables = json.at("sweep_variables").get<std::vector<std::string>>();
-    plan.seed_variable = json.value("seed_variable", "");
-    plan.slurm_setup = json.value("slurm_setup", std::vector<std::string>{});
-    for (const auto& j : json.at("stages")) {
-      StageInstance s;
-      s.id = j.at("id").get<std::string>();
-      s.stage = j.at("stage").get<std::string>();
-      s.tool = j.at("tool").get<std::string>();
-      s.program = j.at("program").get<std::string>();
-      s.argv = j.at("argv").get<std::vector<std::string>>();
-      s.out_dir = j.at("out_dir").get<std::string>();
-      s.inputs = j.at("inputs").get<std::vector<std::string>>();
-      for (const auto& [key, value] : j.at("point").items())
-        s.point.emplace_back(key, value.get<std::string>());
-      s.label = j.value("label", s.id);
-      s.resources = resources_from_json(j.value("resources", io::Json::object()));
-      s.location.file = j.value("location", "");
-      s.missing_paths = j.value("missing_paths", std::vector<std::string>{});
-      plan.stages.push_back(std::move(s));
-    }
-    const io::Json findings = json.value("findings", io::Json::array());
-    for (const auto& j : findings) {
-      Finding f;
-      f.name = j.at("name").get<std::string>();
-      f.claim = j.value("claim", "");
-      f.metric = j.value("metric", f.metric);
-      f.higher = arm_from_json(j.at("higher"));
-      f.lower = arm_from_json(j.at("lower"));
-      plan.findings.push_back(std::move(f));
-    }
-  } catch (const io::Json::exception& e) {
-    fail("plan.json: {}", e.what());
+  plan.name = json_field<std::string>(json, "name", "");
+  plan.description = json_field_or<std::string>(json, "description", "", "");
+  plan.experiment_file = json_field<std::string>(json, "experiment_file", "");
+  plan.run_dir = json_field<std::string>(json, "run_dir", "");
+  plan.sweep_variables = json_field<std::vector<std::string>>(json, "sweep_variables", "");
+  plan.seed_variable = json_field_or<std::string>(json, "seed_variable", "", "");
+  plan.slurm_setup = json_field_or<std::vector<std::string>>(json, "slurm_setup", {}, "");
+  const io::Json stages = json_field<io::Json>(json, "stages", "");
+  if (!stages.is_array()) fail("stages: expected an array, got a {}", stages.type_name());
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const io::Json& j = stages[i];
+    const std::string at = io::json_path("stages", i);
+    StageInstance s;
+    s.id = json_field<std::string>(j, "id", at);
+    s.stage = json_field<std::string>(j, "stage", at);
+    s.tool = json_field<std::string>(j, "tool", at);
+    s.program = json_field<std::string>(j, "program", at);
+    s.argv = json_field<std::vector<std::string>>(j, "argv", at);
+    s.out_dir = json_field<std::string>(j, "out_dir", at);
+    s.inputs = json_field<std::vector<std::string>>(j, "inputs", at);
+    if (!j.is_object() || !j.contains("point")) json_field<io::Json>(j, "point", at);  // names it
+    s.point = io::json_string_map(j, "point", at);
+    s.label = json_field_or<std::string>(j, "label", s.id, at);
+    s.resources =
+        resources_from_json(json_field_or<io::Json>(j, "resources", io::Json::object(), at),
+                            io::json_path(at, "resources"));
+    s.location.file = json_field_or<std::string>(j, "location", "", at);
+    s.missing_paths = json_field_or<std::vector<std::string>>(j, "missing_paths", {}, at);
+    plan.stages.push_back(std::move(s));
+  }
+  const io::Json findings = json_field_or<io::Json>(json, "findings", io::Json::array(), "");
+  if (!findings.is_array()) fail("findings: expected an array, got a {}", findings.type_name());
+  for (std::size_t i = 0; i < findings.size(); ++i) {
+    const io::Json& j = findings[i];
+    const std::string at = io::json_path("findings", i);
+    Finding f;
+    f.name = json_field<std::string>(j, "name", at);
+    f.claim = json_field_or<std::string>(j, "claim", "", at);
+    f.metric = json_field_or<std::string>(j, "metric", f.metric, at);
+    f.higher = arm_from_json(json_field<io::Json>(j, "higher", at), io::json_path(at, "higher"));
+    f.lower = arm_from_json(json_field<io::Json>(j, "lower", at), io::json_path(at, "lower"));
+    plan.findings.push_back(std::move(f));
   }
   return plan;
 }

@@ -272,7 +272,7 @@ std::string GrpoStep::samples_markdown(const std::vector<Sample>& samples) const
   // writes for one prompt, and for a few others.
   constexpr size_t kShown = 4;
   std::vector<size_t> shown;
-  const size_t group = static_cast<size_t>(std::max<int64_t>(1, options_.rollout.group_size));
+  const size_t group = static_cast<size_t>(std::max<int64_t>(1, options_.rollout.num_generations));
   for (size_t i = 0; i < samples.size() && shown.size() < kShown / 2 && i < group; ++i)
     shown.push_back(i);
   for (size_t i = group; i < samples.size() && shown.size() < kShown; i += group) shown.push_back(i);

@@ -52,7 +52,7 @@ std::vector<Sample> generate_rollouts(model::CausalLM& policy,
   for (const int64_t index : prompt_indices) {
     generation::GenerationRequest r;
     r.prompt_ids = prompts[static_cast<size_t>(index)].ids;
-    r.num_samples = options.group_size;
+    r.num_samples = options.num_generations;
     r.seed =
         mix_seed(mix_seed(options.seed, static_cast<uint64_t>(step)), static_cast<uint64_t>(index));
     r.params = options.params;

@@ -17,13 +17,13 @@ Scored score_samples(std::vector<Sample>& samples, const std::vector<RlPrompt>& 
       if (part.name == "math" || part.name == "math_boxed") samples[i].accuracy = part.value;
     rewards.push_back(scores[i].total);
   }
-  const Advantages advantages = group_advantages(rewards, options.group_size, options.advantage);
+  const Advantages advantages = group_advantages(rewards, options.num_generations, options.advantage);
   Scored out;
   out.degenerate_groups = advantages.degenerate_groups;
   for (size_t i = 0; i < samples.size(); ++i) {
     samples[i].advantage = advantages.values[i];
     const bool degenerate =
-        advantages.degenerate_group[i / static_cast<size_t>(options.group_size)] != 0;
+        advantages.degenerate_group[i / static_cast<size_t>(options.num_generations)] != 0;
     const bool masked = options.mask_truncated && samples[i].truncated;
     if (samples[i].completion.empty() || masked || (options.skip_degenerate_groups && degenerate))
       continue;

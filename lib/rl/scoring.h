@@ -12,7 +12,7 @@
 namespace rqat::rl {
 
 struct ScoringOptions {
-  int group_size = 8;
+  int num_generations = 8;  // G: the size of each group of rewards
   AdvantageMode advantage = AdvantageMode::kGroupNormalized;
   bool mask_truncated = false;         // completions cut at max_new_tokens do not train
   bool skip_degenerate_groups = true;  // groups with equal rewards (zero advantage) do not train

@@ -32,8 +32,8 @@ namespace {
 void check_options(const GrpoCommandOptions& o) {
   if (o.out_dir.empty()) fail("--out is required");
   if (!fs::is_regular_file(o.data)) fail("--data {}: file not found", o.data.string());
-  if (o.group_size < 2)
-    fail("--group-size must be >= 2 (advantages compare samples), got {}", o.group_size);
+  if (o.num_generations < 2)
+    fail("--num-generations must be >= 2 (advantages compare samples), got {}", o.num_generations);
   if (o.prompts_per_step < 1) fail("--prompts-per-step must be >= 1, got {}", o.prompts_per_step);
   if (o.epochs < 1) fail("--epochs must be >= 1, got {}", o.epochs);
   if (o.minibatches < 1) fail("--minibatches must be >= 1, got {}", o.minibatches);
@@ -127,7 +127,7 @@ GrpoStepOptions step_options(const GrpoCommandOptions& o, const model::ModelConf
                              int64_t pad_id, c10::Device device, bool lockstep) {
   GrpoStepOptions s;
   s.prompts_per_step = o.prompts_per_step;
-  s.rollout.group_size = o.group_size;
+  s.rollout.num_generations = o.num_generations;
   s.rollout.params.temperature = o.temperature;
   s.rollout.params.top_p = o.top_p;
   s.rollout.params.top_k = o.top_k;
@@ -135,7 +135,7 @@ GrpoStepOptions step_options(const GrpoCommandOptions& o, const model::ModelConf
   s.rollout.params.stop_token_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
   s.rollout.engine = o.rollout;
   s.rollout.seed = o.trainer.seed;
-  s.scoring = {o.group_size, o.advantage, o.mask_truncated, !o.keep_degenerate_groups};
+  s.scoring = {o.num_generations, o.advantage, o.mask_truncated, !o.keep_degenerate_groups};
   s.loss = loss_options(o);
   s.temperature = o.temperature;
   s.epochs = o.epochs;
@@ -251,8 +251,8 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
                "grpo ({}): {} prompts from {}, {} x {} samples per step, {} processes; {} "
                "trainable "
                "parameters\n",
-               enum_name(o.mode), prompts.size(), o.data.string(), o.prompts_per_step, o.group_size,
-               comm->world_size(), optimizer.parameter_count())
+               enum_name(o.mode), prompts.size(), o.data.string(), o.prompts_per_step,
+               o.num_generations, comm->world_size(), optimizer.parameter_count())
         << "options:\n"
         << io::options_table(o) << io::options_table(o.trainer);
   if (comm->is_main() && policy.output_quant_layers > 0)

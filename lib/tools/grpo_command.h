@@ -67,7 +67,7 @@ struct GrpoCommandOptions {
   std::vector<std::string> lora_targets = {R"(.*\.(q|k|v|o|gate|up|down)_proj)"};
   // Rollouts.
   int64_t prompts_per_step = 8;  // over all processes
-  int group_size = 8;            // G completions per prompt
+  int num_generations = 8;       // G completions per prompt (not the quantizer's group size)
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;
@@ -115,7 +115,7 @@ struct GrpoCommandOptions {
     v.value(self.lora_targets, "lora-target-modules",
             "qlora: regexes of wrapped layers (default: the 7 projections of every block)");
     v.value(self.prompts_per_step, "prompts-per-step", "Prompts per step (all processes)");
-    v.value(self.group_size, "num-generations", "Completions per prompt (G, the group size)");
+    v.value(self.num_generations, "num-generations", "Completions per prompt (G, the group size)");
     v.value(self.temperature, "temperature", "Sampling temperature");
     v.value(self.top_p, "top-p", "Nucleus sampling");
     v.value(self.top_k, "top-k", "Top-k sampling (0: off)");
@@ -155,7 +155,7 @@ struct GrpoCommandResult {
   int exit_code = 0;                 // 128 + signal when stopped by one (checkpoint written)
   std::vector<double> mean_rewards;  // per step run in this process (for tests)
   io::Json last_eval = io::Json::object();
-  train::StateBytes state_bytes;     // this process's, at the first update
+  train::StateBytes state_bytes;  // this process's, at the first update
 };
 
 GrpoCommandResult run_grpo_command(const GrpoCommandOptions& options, std::ostream& out);

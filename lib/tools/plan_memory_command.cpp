@@ -67,7 +67,7 @@ train::MemoryPlanInput memory_plan_input(const PlanMemoryOptions& o) {
 
   if (o.tool == PlanTool::kGrpo) {
     check_range(o.prompts_per_step, 1, kMaxCount, "--prompts-per-step");
-    check_range(o.group_size, 1, kMaxCount, "--num-generations");
+    check_range(o.num_generations, 1, kMaxCount, "--num-generations");
     check_range(o.max_new_tokens, 1, kMaxTokens, "--max-new-tokens");
     check_range(o.max_prompt_length, 1, kMaxTokens, "--max-prompt-length");
     check_range(o.minibatches, 1, kMaxCount, "--minibatches");
@@ -76,11 +76,11 @@ train::MemoryPlanInput memory_plan_input(const PlanMemoryOptions& o) {
            o.world_size);
     if (!(o.kl_beta >= 0)) fail("--kl-beta must be >= 0, got {}", o.kl_beta);
     const int64_t prompts = o.prompts_per_step / o.world_size;
-    const int64_t rows = prompts * o.group_size;
+    const int64_t rows = prompts * o.num_generations;
     const int64_t minibatch = (rows + o.minibatches - 1) / o.minibatches;
     in.micro_batch = o.micro_batch_size > 0 ? std::min(o.micro_batch_size, minibatch) : minibatch;
     in.sequence_length = o.max_prompt_length + o.max_new_tokens;
-    in.rollouts = train::RolloutShape{prompts, o.group_size, in.sequence_length};
+    in.rollouts = train::RolloutShape{prompts, o.num_generations, in.sequence_length};
     if (o.mode == PolicyMode::kQlora) in.lora = train::LoraAdapters{o.lora_rank, o.lora_targets};
     in.fake_quant = o.mode == PolicyMode::kQat;
     if (o.kl_beta > 0) in.frozen = in.model;  // the policy as it starts

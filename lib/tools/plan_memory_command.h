@@ -49,7 +49,7 @@ struct PlanMemoryOptions {
   int64_t lora_rank = grpo_defaults().lora.rank;
   std::vector<std::string> lora_targets = grpo_defaults().lora_targets;
   int64_t prompts_per_step = grpo_defaults().prompts_per_step;
-  int64_t group_size = grpo_defaults().group_size;
+  int64_t num_generations = grpo_defaults().num_generations;
   int64_t max_new_tokens = grpo_defaults().max_new_tokens;
   int64_t max_prompt_length = 512;  // grpo has no such flag: prompts are as long as they are
   int64_t minibatches = grpo_defaults().minibatches;
@@ -82,7 +82,7 @@ struct PlanMemoryOptions {
     v.value(self.lora_rank, "lora-rank", "grpo qlora: adapter rank");
     v.value(self.lora_targets, "lora-target-modules", "grpo qlora: regexes of wrapped layers");
     v.value(self.prompts_per_step, "prompts-per-step", "grpo: prompts per step (all ranks)");
-    v.value(self.group_size, "num-generations", "grpo: completions per prompt");
+    v.value(self.num_generations, "num-generations", "grpo: completions per prompt");
     v.value(self.max_new_tokens, "max-new-tokens", "grpo: response length limit");
     v.value(self.max_prompt_length, "max-prompt-length", "grpo: longest prompt in tokens");
     v.value(self.minibatches, "minibatches", "grpo: optimizer updates per pass");
