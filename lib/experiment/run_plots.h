@@ -1,5 +1,5 @@
-// `rqat report --plots`: scripts/plot.py of the source tree draws a run's HDF5 metrics with a Python
-// that has matplotlib and h5py (plot_python).
+// `rqat report --plots`: scripts/plot.py of the source tree draws a run's HDF5 metrics with a
+// Python that has matplotlib and h5py (plot_python).
 #pragma once
 
 #include <filesystem>

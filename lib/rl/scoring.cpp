@@ -17,7 +17,8 @@ Scored score_samples(std::vector<Sample>& samples, const std::vector<RlPrompt>& 
       if (part.name == "math" || part.name == "math_boxed") samples[i].accuracy = part.value;
     rewards.push_back(scores[i].total);
   }
-  const Advantages advantages = group_advantages(rewards, options.num_generations, options.advantage);
+  const Advantages advantages =
+      group_advantages(rewards, options.num_generations, options.advantage);
   Scored out;
   out.degenerate_groups = advantages.degenerate_groups;
   for (size_t i = 0; i < samples.size(); ++i) {
