@@ -31,7 +31,7 @@ class RMSNorm : public torch::nn::Module {
 
 // Where the current tokens sit and what they may attend to, shared by all layers of one forward.
 struct AttentionContext {
-  at::Tensor cos, sin;     // (B, T, head_dim)
+  at::Tensor cos, sin;     // (B, T, head_dim); sin with its first half negated (model/rotary.h)
   at::Tensor mask;         // bool (B, 1, T, keys): true where attention is allowed
   int64_t key_length = 0;  // keys attended to (positions [0, key_length))
 

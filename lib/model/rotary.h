@@ -14,7 +14,9 @@ class RotaryEmbedding {
  public:
   explicit RotaryEmbedding(const ModelConfig& config);
 
-  // positions: (B, T) int64 -> cos, sin: (B, T, head_dim) in `dtype` on positions' device.
+  // positions: (B, T) int64 -> cos, signed_sin: (B, T, head_dim) in `dtype` on positions'
+  // device; signed_sin is sin with its first half negated (the rotate-half sign, for
+  // apply_rotary).
   std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions,
                                             at::ScalarType dtype) const;
   const at::Tensor& inv_freq() const { return inv_freq_; }  // (head_dim / 2) float32, on the CPU
@@ -33,7 +35,8 @@ class RotaryEmbedding {
   at::Tensor table_cos_, table_sin_;  // (n, head_dim), grown on demand
 };
 
-// x: (B, H, T, D); cos, sin: (B, T, D)
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+// x: (B, H, T, D); cos, signed_sin: (B, T, D) as cos_sin gives them. Bit for bit Hugging Face's
+// x * cos + rotate_half(x) * sin.
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& signed_sin);
 
 }  // namespace rqat::model
