@@ -1,12 +1,16 @@
 // Decode throughput of packed low-bit linear layers (ops/low_bit_matmul.h) against LibTorch's dense
 // matmul of the same layers, in the same run, on the CPU:
-//   1. a stack of `--layers` (default 4) square layers of `--size` (default 4096): y = x W^T through
+//   1. a stack of `--layers` (default 4) square layers of `--size` (default 4096): y = x W^T
+//   through
 //      all of them, at batch 1 and 16 (decode steps of 1 and 16 sequences), for float32 and bf16
 //      dense weights (at::linear, MKL/oneDNN) and packed W4/W3/W2 g128 (this repository's kernel);
 //      tokens/s and the ratio against float32;
-//   2. a tiny Qwen3-shaped model exported as a GPTQ checkpoint (W4/W3/W2, g128) and loaded packed and
+//   2. a tiny Qwen3-shaped model exported as a GPTQ checkpoint (W4/W3/W2, g128) and loaded packed
+//   and
 //      with --dequantize (float32 and bf16), greedy decoding of 32 tokens per sequence by the paged
 //      engine at batch 1 and 16.
+//   3. (--part 3) one square layer at 1-128 rows of x through the CPU's kernel, its GEMM over
+//      dequantized tiles and the dense twin, on every CPU target the machine runs.
 // Target (issue 20): packed W4 at batch 1 at least 2x the float32 tokens/s of part 1.
 // --device cuda (scripts/gpu-check): part 1 becomes the GEMV's bandwidth at batch 1 on 4096 and
 // 8192 square layers against cuBLAS's bf16 GEMV (target: W4/W2 at >= 70% of peak), then part 2 runs
@@ -15,8 +19,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 #include <torch/cuda.h>
+#include <CLI/CLI.hpp>
 #ifdef RQAT_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -39,10 +43,11 @@
 #include "io/error.h"
 #include "io/json_file.h"
 #include "model/init.h"
+#include "ops/cpu_target.h"
 #include "ops/low_bit_matmul.h"
 #include "quant/gptq_checkpoint.h"
-#include "quant/packed_gptq_linear.h"
 #include "quant/load_model.h"
+#include "quant/packed_gptq_linear.h"
 #include "quant/quant_spec.h"
 #include "quant/rtn.h"
 
@@ -146,12 +151,18 @@ double decode_tokens_per_second(model::CausalLM& model, int64_t batch, int64_t n
 
 std::vector<Row> tiny_model(int64_t hidden, int64_t layers, int64_t vocab,
                             const std::filesystem::path& work, c10::Device device) {
-  const io::Json json = {{"model_type", "qwen3"},         {"hidden_size", hidden},
-                         {"intermediate_size", hidden * 3}, {"num_hidden_layers", layers},
-                         {"num_attention_heads", hidden / 64}, {"num_key_value_heads", hidden / 128},
-                         {"head_dim", 64},                  {"vocab_size", vocab},
-                         {"rms_norm_eps", 1e-6},            {"rope_theta", 1000000.0},
-                         {"max_position_embeddings", 256},  {"tie_word_embeddings", true}};
+  const io::Json json = {{"model_type", "qwen3"},
+                         {"hidden_size", hidden},
+                         {"intermediate_size", hidden * 3},
+                         {"num_hidden_layers", layers},
+                         {"num_attention_heads", hidden / 64},
+                         {"num_key_value_heads", hidden / 128},
+                         {"head_dim", 64},
+                         {"vocab_size", vocab},
+                         {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 1000000.0},
+                         {"max_position_embeddings", 256},
+                         {"tie_word_embeddings", true}};
   const model::ModelConfig config = model::ModelConfig::from_json(json, "bench");
   auto reference = std::make_shared<model::CausalLM>(config, at::TensorOptions(at::kFloat));
   model::init_random(*reference, 0);
@@ -173,8 +184,8 @@ std::vector<Row> tiny_model(int64_t hidden, int64_t layers, int64_t vocab,
     linear_bytes += static_cast<double>((*slot.layer)->effective_weight().numel() * 4);
   if (device.is_cpu()) measure(*reference, "float32", linear_bytes);
   {
-    auto bf16 = std::make_shared<model::CausalLM>(
-        config, at::TensorOptions(at::kBFloat16).device(device));
+    auto bf16 =
+        std::make_shared<model::CausalLM>(config, at::TensorOptions(at::kBFloat16).device(device));
     auto target = bf16->named_parameters();
     for (const auto& item : reference->named_parameters())
       target[item.key()].set_data(item.value().to(device, at::kBFloat16));
@@ -224,7 +235,8 @@ double cuda_seconds_per_call(int copies, const std::function<void(int)>& call, b
                  all();
                  torch::cuda::synchronize();
                },
-               3, repeats) / copies;
+               3, repeats) /
+           copies;
   at::cuda::CUDAGraph captured;
   {
     // Warm-up (cuBLAS workspaces) and capture on one side stream, as torch asks.
@@ -249,7 +261,8 @@ double cuda_seconds_per_call(int copies, const std::function<void(int)>& call, b
                captured.replay();
                torch::cuda::synchronize();
              },
-             3, repeats) / copies;
+             3, repeats) /
+         copies;
 }
 
 // CUDA: the packed GEMV at batch 1 (bf16 x, as a bf16 model decodes) on (size x size) layers
@@ -288,8 +301,9 @@ void cuda_bandwidth(double peak_gbps, int repeats) {
       const double bytes = static_cast<double>(size * size * 2 + size * 2);
       std::vector<at::Tensor> dense(copies_of(bytes));
       for (auto& d : dense) d = w.to(cuda, at::kBFloat16);
-      report(fmt::format("bf16 dense {}x{}", size, size), bytes,
-             [&](int k) { (void)at::linear(x, dense[k]); }, static_cast<int>(dense.size()));
+      report(
+          fmt::format("bf16 dense {}x{}", size, size), bytes,
+          [&](int k) { (void)at::linear(x, dense[k]); }, static_cast<int>(dense.size()));
     }
     for (int bits : {4, 2}) {
       const ops::LowBitWeight packed = quantize_rtn(w, bits, 128).to(cuda);
@@ -300,13 +314,49 @@ void cuda_bandwidth(double peak_gbps, int repeats) {
         l.scales = l.scales.clone();
         l.zeros = l.zeros.clone();
       }
-      report(fmt::format("packed W{} g128 {}x{}", bits, size, size), bytes,
-             [&](int k) { (void)ops::low_bit_matmul(x, layers[k]); },
-             static_cast<int>(layers.size()));
+      report(
+          fmt::format("packed W{} g128 {}x{}", bits, size, size), bytes,
+          [&](int k) { (void)ops::low_bit_matmul(x, layers[k]); }, static_cast<int>(layers.size()));
     }
   }
 }
 #endif
+
+// Part 3: x W^T of one square layer at 1-128 rows of x (a decode step of that many sequences,
+// or a prompt of that many tokens) through the CPU's three float paths, on every CPU target this
+// machine runs (ops/cpu_target.h): the packed kernel, the GEMM over dequantized tiles (what
+// low_bit_matmul runs beyond kLowBitGemmRows) and the whole weight dequantized by PyTorch's
+// operators, then one matmul (the twin; the many-row path before the tiles).
+void many_rows(int64_t size, int repeats) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const at::Tensor w = at::randn({size, size}, gen) * 0.02;
+  std::cout << fmt::format("{:<8}{:<10}{:>6}{:>14}{:>14}{:>14}{:>12}\n", "weights", "target",
+                           "rows", "kernel ms", "tiles ms", "twin ms", "best");
+  for (const int bits : {4, 2}) {
+    const ops::LowBitWeight layer = quantize_rtn(w, bits, 128);
+    for (int t = 0; t < static_cast<int>(ops::CpuTarget::kCount); ++t) {
+      const auto target = static_cast<ops::CpuTarget>(t);
+      if (!ops::cpu_target_supported(target)) continue;
+      ops::set_cpu_target(target);
+      for (const int64_t rows : {1, 8, 16, 32, 64, 128}) {
+        const at::Tensor x = at::randn({rows, size}, gen);
+        const auto ms = [&](const std::function<void()>& fn) {
+          return 1e3 * best_seconds(fn, 2, repeats);
+        };
+        const double kernel = ms([&] { (void)ops::low_bit_matmul_cpu_kernel(x, layer); });
+        const double tiles = ms([&] { (void)ops::low_bit_matmul_cpu_gemm(x, layer); });
+        const double twin = ms([&] { (void)ops::low_bit_matmul_dense(x, layer); });
+        const double best = std::min({kernel, tiles, twin});
+        std::cout << fmt::format("W{} g128 {:<10}{:>6}{:>14.3f}{:>14.3f}{:>14.3f}{:>12}\n", bits,
+                                 enum_name(target), rows, kernel, tiles, twin,
+                                 best == kernel  ? "kernel"
+                                 : best == tiles ? "tiles"
+                                                 : "twin");
+      }
+    }
+  }
+  ops::set_cpu_target(std::nullopt);
+}
 
 }  // namespace
 
@@ -329,15 +379,23 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--peak-gbps", peak_gbps, "CUDA: the GPU's peak memory bandwidth (GB/s)");
   int part = 0;
-  app.add_option("--part", part, "Run only part 1 or 2 (0: both)")
-      ->check(CLI::IsMember({0, 1, 2}));
+  app.add_option("--part", part,
+                 "Run only part 1, 2 or 3 (3: the CPU's many-row paths per CPU target, on one "
+                 "--size square layer; 0: parts 1 and 2)")
+      ->check(CLI::IsMember({0, 1, 2, 3}));
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads > 0) at::set_num_threads(threads);
     c10::InferenceMode guard;
-    const auto work = std::filesystem::temp_directory_path() /
-                      fmt::format("rqat_bench_low_bit_{}", ::getpid());
+    const auto work =
+        std::filesystem::temp_directory_path() / fmt::format("rqat_bench_low_bit_{}", ::getpid());
     int status = 0;
+    if (part == 3) {
+      std::cout << fmt::format("{} threads, CPU targets: {}\n\n3. one {} x {} layer: x W^T\n",
+                               at::get_num_threads(), ops::cpu_target_description(), size, size);
+      many_rows(size, repeats);
+      return 0;
+    }
     if (part != 2 && device_name == "cuda") {
       if (!torch::cuda::is_available()) rqat::fail("--device cuda: no CUDA device");
 #ifdef RQAT_WITH_CUDA

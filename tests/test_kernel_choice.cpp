@@ -25,6 +25,7 @@
 #include "ops/kernel_choice.h"
 #include "ops/low_bit_matmul.h"
 #include "ops/paged_attention.h"
+#include "ops/rms_norm.h"
 #include "ops/token_sampling.h"
 #include "quant/fake_quant_linear.h"
 #include "test_util.h"
@@ -137,6 +138,17 @@ at::Tensor graphs_call(const c10::Device& d) {
   return flat(tokens);
 }
 
+// Forward and backward of a norm in a training step: output and both gradients.
+at::Tensor rms_norm_call(const c10::Device& d) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
+  at::AutoGradMode enable(true);
+  auto x = at::randn({3, 7, 40}, gen).to(d).requires_grad_();
+  auto w = (1 + 0.1 * at::randn({40}, gen)).to(d).requires_grad_();
+  auto y = ops::rms_norm(x, w, 1e-6);
+  const auto grads = torch::autograd::grad({y}, {x, w}, {at::randn({3, 7, 40}, gen).to(d)});
+  return flat({y.detach(), grads[0], grads[1]});
+}
+
 std::function<at::Tensor(const c10::Device&)> call_of(Kernel kernel) {
   switch (kernel) {
     case Kernel::kFakeQuant:
@@ -151,6 +163,8 @@ std::function<at::Tensor(const c10::Device&)> call_of(Kernel kernel) {
       return sampling_call;
     case Kernel::kCudaGraphs:
       return graphs_call;
+    case Kernel::kRmsNorm:
+      return rms_norm_call;
     case Kernel::kCount:
       break;
   }

@@ -11,11 +11,14 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <iostream>
 #include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "ops/cpu_target.h"
 #include "ops/kernel_choice.h"
 #include "ops/low_bit_matmul.h"
 #include "ops/low_bit_matmul_int8_kernel.h"
@@ -43,11 +46,11 @@ std::string describe(const Case& c) {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {4, 40, 128, 32, false, false}, {4, 33, 200, 64, true, false},  // partial last group
-      {2, 17, 96, 32, false, true},   {2, 24, 130, 128, true, false}, // 2 groups, second 2 wide
-      {3, 31, 160, 32, true, false},  {3, 8, 100, -1, false, true},   // per channel, 100 % 32
+      {4, 40, 128, 32, false, false}, {4, 33, 200, 64, true, false},   // partial last group
+      {2, 17, 96, 32, false, true},   {2, 24, 130, 128, true, false},  // 2 groups, second 2 wide
+      {3, 31, 160, 32, true, false},  {3, 8, 100, -1, false, true},    // per channel, 100 % 32
       {3, 19, 75, 64, false, false},  {8, 12, 64, 32, true, false},
-      {8, 9, 33, -1, false, false},   {4, 5, 7, -1, true, true},      // fewer columns than a block
+      {8, 9, 33, -1, false, false},   {4, 5, 7, -1, true, true},  // fewer columns than a block
   };
   return all;
 }
@@ -110,24 +113,104 @@ TEST_CASE("low-bit packing round-trips codes and dequantizes exactly", "[low_bit
   }
 }
 
-TEST_CASE("the CPU kernel computes the reference's x W^T", "[low_bit]") {
+namespace {
+
+// The CPU targets this machine runs (ops/cpu_target.h), each forced in turn by the tests below.
+std::vector<ops::CpuTarget> supported_targets() {
+  std::vector<ops::CpuTarget> out;
+  for (int t = 0; t < static_cast<int>(ops::CpuTarget::kCount); ++t)
+    if (ops::cpu_target_supported(static_cast<ops::CpuTarget>(t)))
+      out.push_back(static_cast<ops::CpuTarget>(t));
+  return out;
+}
+
+struct ForcedTarget {
+  explicit ForcedTarget(ops::CpuTarget target) { ops::set_cpu_target(target); }
+  ~ForcedTarget() { ops::set_cpu_target(std::nullopt); }
+};
+
+}  // namespace
+
+TEST_CASE("the CPU kernel computes the reference's x W^T on every CPU target", "[low_bit]") {
+  const auto targets = supported_targets();
+  std::cout << "CPU targets here: " << ops::cpu_target_description() << "\n";
   for (size_t i = 0; i < cases().size(); ++i) {
     const Case& c = cases()[i];
     const Quantized q = random_quantized(c, 200 + i);
     const ops::LowBitWeight w = pack(c, q);
     for (int64_t rows : {1, 2, 3, 8, 9, 16, 17, 64, 70}) {
-      INFO(describe(c) << ", " << rows << " rows");
       const at::Tensor x = at::randn({rows, c.in}, generator(300 + i * 100 + rows), at::kFloat);
       const at::Tensor want = ops::low_bit_matmul_ref(x, w);
       // Float32 sums of `in` terms in another order: relative to the sum of |terms|.
       const at::Tensor magnitude =
           at::matmul(x.abs(), ops::dequantize_low_bit(w).abs().t()).clamp_min(1e-3);
-      const at::Tensor kernel = ops::low_bit_matmul_cpu_kernel(x, w);
-      CHECK(((kernel - want).abs() / magnitude).max().item<double>() < 1e-5);
-      // The dispatcher: the kernel up to kLowBitKernelRows rows, the dense path beyond.
-      const at::Tensor dispatched = ops::low_bit_matmul(x, w);
-      CHECK(((dispatched - want).abs() / magnitude).max().item<double>() < 1e-5);
+      for (const auto target : targets) {
+        INFO(describe(c) << ", " << rows << " rows, target " << enum_name(target));
+        ForcedTarget forced(target);
+        const at::Tensor kernel = ops::low_bit_matmul_cpu_kernel(x, w);
+        CHECK(((kernel - want).abs() / magnitude).max().item<double>() < 1e-5);
+        // The many-row path at every row count, and the dispatcher (the kernel up to
+        // kLowBitGemmRows rows, the GEMM path beyond).
+        const at::Tensor gemm = ops::low_bit_matmul_cpu_gemm(x, w);
+        CHECK(((gemm - want).abs() / magnitude).max().item<double>() < 1e-5);
+        const at::Tensor dispatched = ops::low_bit_matmul(x, w);
+        CHECK(((dispatched - want).abs() / magnitude).max().item<double>() < 1e-5);
+      }
+      // A one-hot x picks one weight: every target's decode gives the reference's weight exactly.
+      const at::Tensor dense = ops::dequantize_low_bit(w);
+      for (const auto target : targets) {
+        INFO(describe(c) << ", target " << enum_name(target) << ": one-hot rows");
+        ForcedTarget forced(target);
+        const int64_t picks = std::min<int64_t>(rows, c.in);
+        at::Tensor one_hot = at::zeros({picks, c.in}, at::kFloat);
+        const at::Tensor columns =
+            at::randperm(c.in, generator(700 + i), at::kLong).narrow(0, 0, picks);
+        for (int64_t r = 0; r < picks; ++r) one_hot[r][columns[r].item<int64_t>()] = 1.0f;
+        const at::Tensor picked = dense.index_select(1, columns).t().contiguous();
+        CHECK(at::equal(ops::low_bit_matmul_cpu_kernel(one_hot, w), picked));
+        CHECK(at::equal(ops::low_bit_matmul_cpu_gemm(one_hot, w), picked));
+      }
     }
+  }
+}
+
+TEST_CASE("the GEMM path's weight tiles cover every output row", "[low_bit]") {
+  // 4,100 inputs in groups of 128: 33 groups, 4,224 floats a dequantized row, so a tile holds 15
+  // rows and 37 outputs take three tiles (15, 15, 7); act-order, a partial last group.
+  const Case c{4, 37, 4100, 128, true, false};
+  const Quantized q = random_quantized(c, 900);
+  const ops::LowBitWeight w = pack(c, q);
+  REQUIRE(ops::kLowBitGemmTileFloats / (33 * 128) == 15);
+  for (const auto target : supported_targets()) {
+    ForcedTarget forced(target);
+    for (int64_t rows : {1, 20, 33}) {
+      INFO("target " << enum_name(target) << ", " << rows << " rows");
+      const at::Tensor x = at::randn({rows, c.in}, generator(901 + rows), at::kFloat);
+      const at::Tensor want = ops::low_bit_matmul_ref(x, w);
+      const at::Tensor magnitude =
+          at::matmul(x.abs(), ops::dequantize_low_bit(w).abs().t()).clamp_min(1e-3);
+      CHECK(((ops::low_bit_matmul_cpu_gemm(x, w) - want).abs() / magnitude).max().item<double>() <
+            1e-5);
+    }
+  }
+}
+
+TEST_CASE("a CPU target is forced, reported and released", "[low_bit]") {
+  const auto best = ops::best_cpu_target();
+  CHECK(ops::cpu_target_supported(best));
+  CHECK(ops::cpu_target_supported(ops::CpuTarget::kBaseline));
+  {
+    ForcedTarget forced(ops::CpuTarget::kBaseline);
+    CHECK(ops::cpu_target() == ops::CpuTarget::kBaseline);
+    CHECK(ops::cpu_target_description().starts_with("baseline (supported: "));
+  }
+  if (std::getenv("RQAT_CPU_TARGET") == nullptr) CHECK(ops::cpu_target() == best);
+  for (int t = 0; t < static_cast<int>(ops::CpuTarget::kCount); ++t) {
+    const auto target = static_cast<ops::CpuTarget>(t);
+    if (ops::cpu_target_supported(target)) continue;
+    INFO(enum_name(target) << " is not supported here: forcing it fails and names it");
+    CHECK_THROWS_WITH(ops::set_cpu_target(target),
+                      Catch::Contains(std::string("cannot run ") + std::string(enum_name(target))));
   }
 }
 
@@ -151,8 +234,11 @@ TEST_CASE("low-bit packing refuses what the kernels cannot read", "[low_bit]") {
                       {"l", "5-bit"});
   test::require_error([&] { ops::pack_low_bit(codes + 4, scales, zeros, 2, 32, {}, "l"); },
                       {"l", "codes outside [0, 3]"});
-  test::require_error([&] { ops::pack_low_bit(codes, at::ones({4, 2}), zeros, 4, 32, {}, "l"); },
-                      {"l", "scales and zeros"});
+  test::require_error(
+      [&] {
+        ops::pack_low_bit(codes, at::ones({4, 2}), zeros, 4, 32, {}, "l");
+      },
+      {"l", "scales and zeros"});
   const ops::LowBitWeight w = ops::pack_low_bit(codes, scales, zeros, 4, 32, {}, "l");
   test::require_error([&] { ops::low_bit_matmul(at::ones({1, 31}), w); }, {"in_features = 32"});
 }

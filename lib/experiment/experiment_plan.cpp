@@ -161,8 +161,7 @@ ExperimentPlan plan_from_json(const io::Json& json) {
     s.argv = json_field<std::vector<std::string>>(j, "argv", at);
     s.out_dir = json_field<std::string>(j, "out_dir", at);
     s.inputs = json_field<std::vector<std::string>>(j, "inputs", at);
-    if (!j.is_object() || !j.contains("point")) json_field<io::Json>(j, "point", at);  // names it
-    s.point = io::json_string_map(j, "point", at);
+    s.point = io::json_string_map(j, "point", at, io::JsonPresence::kRequired);
     s.label = json_field_or<std::string>(j, "label", s.id, at);
     s.resources =
         resources_from_json(json_field_or<io::Json>(j, "resources", io::Json::object(), at),

@@ -79,8 +79,11 @@ T json_field_or(const Json& obj, std::string_view key, T fallback, std::string_v
 
 std::vector<std::pair<std::string, std::string>> json_string_map(const Json& obj,
                                                                  std::string_view key,
-                                                                 std::string_view parent) {
-  const Json map = json_field_or<Json>(obj, key, Json::object(), parent);
+                                                                 std::string_view parent,
+                                                                 JsonPresence presence) {
+  const Json map = presence == JsonPresence::kRequired
+                       ? json_field<Json>(obj, key, parent)
+                       : json_field_or<Json>(obj, key, Json::object(), parent);
   const std::string path = json_path(parent, key);
   if (!map.is_object()) fail("{}: expected an object, got {}", path, found(map));
   std::vector<std::pair<std::string, std::string>> out;

@@ -28,9 +28,13 @@ T json_field(const Json& obj, std::string_view key, std::string_view parent);
 template <class T>
 T json_field_or(const Json& obj, std::string_view key, T fallback, std::string_view parent);
 
-// obj[key] (an object) as (key, string) pairs, in file order; an empty list when absent.
-std::vector<std::pair<std::string, std::string>> json_string_map(const Json& obj,
-                                                                 std::string_view key,
-                                                                 std::string_view parent);
+// Whether a field may be left out.
+enum class JsonPresence { kOptional, kRequired };
+
+// obj[key] (an object) as (key, string) pairs, in file order; when absent, an empty list if
+// optional, else rqat::Error "PATH: missing".
+std::vector<std::pair<std::string, std::string>> json_string_map(
+    const Json& obj, std::string_view key, std::string_view parent,
+    JsonPresence presence = JsonPresence::kOptional);
 
 }  // namespace rqat::io

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "io/error.h"
+#include "ops/cpu_target.h"
 #include "ops/kernel_self_checks.h"
 #include "ops/low_bit_matmul.h"
+#include "ops/rms_norm.h"
 
 #ifdef RQAT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -171,6 +173,8 @@ bool custom_kernel_exists(Kernel kernel, const c10::Device& device) {
     case Kernel::kFusedAttention:
     case Kernel::kTokenSampling:
       return device.is_cpu();
+    case Kernel::kRmsNorm:
+      return fused_rms_norm_exists(device);
     case Kernel::kPagedDecodeAttention:
     case Kernel::kCudaGraphs:
 #ifdef RQAT_WITH_CUDA
@@ -233,6 +237,8 @@ std::optional<KernelCheck> run_kernel_self_check(Kernel kernel, const c10::Devic
       return check_low_bit_matmul(device);
     case Kernel::kTokenSampling:
       return check_token_sampling(device);
+    case Kernel::kRmsNorm:
+      return check_rms_norm(device);
     case Kernel::kCudaGraphs:
     case Kernel::kCount:
       break;
@@ -290,6 +296,7 @@ io::Json kernel_choices_json() {
   }
   return {{"mode", std::string(enum_name(mode_of(r)))},
           {"low_bit_activations", std::string(enum_name(low_bit_activations()))},
+          {"cpu_target", std::string(enum_name(cpu_target()))},
           {"used", std::move(used)}};
 }
 

@@ -45,11 +45,13 @@ enum class Kernel {
   kLowBitMatmul,          // y = x W^T from packed 2-8 bit codes (CPU kernel, CUDA GEMV)
   kTokenSampling,         // token choice on the logits' device (CPU kernel; twin: a sort per row)
   kCudaGraphs,            // the decode step replayed from a CUDA graph (twin: the eager step)
+  kRmsNorm,               // RMSNorm forward/backward (CPU loops, CUDA: PyTorch's fused kernels)
   kCount
 };
 constexpr EnumNames<Kernel> enum_names(Kernel) {
   return {"fake_quant",     "fused_attention", "paged_decode_attention",
-          "low_bit_matmul", "token_sampling",  "cuda_graphs"};
+          "low_bit_matmul", "token_sampling",  "cuda_graphs",
+          "rms_norm"};
 }
 
 // What a self-check found. The error of a case is max |custom - twin| / scale over its elements
@@ -95,7 +97,8 @@ void record_kernel_check(Kernel kernel, const c10::Device& device, const KernelC
 std::string device_description(const c10::Device& device);
 
 // What this process chose so far: {"mode": ..., "low_bit_activations": "float" | "int8" (the
-// packed CPU kernels' arithmetic, ops/low_bit_matmul.h), "used": [{"kernel", "device", "path",
+// packed CPU kernels' arithmetic, ops/low_bit_matmul.h), "cpu_target": their instruction set
+// (ops/cpu_target.h), "used": [{"kernel", "device", "path",
 // "why", "custom_calls", "reference_calls"}, ...]}, for manifests and rqat doctor.
 io::Json kernel_choices_json();
 

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "io/error.h"
@@ -85,31 +86,67 @@ at::Tensor low_bit_matmul_dense(const at::Tensor& x, const LowBitWeight& w) {
   return at::matmul(x, weight.t());
 }
 
+namespace {
+
+// The weight's side of the kernels' arguments (the tensors must outlive them).
+struct WeightOperands {
+  at::Tensor codes, scales, zeros;
+  LowBitKernelArgs args;
+};
+
+WeightOperands weight_operands(const LowBitWeight& w) {
+  WeightOperands op{w.codes.contiguous(), w.scales.contiguous(), w.zeros.contiguous(), {}};
+  op.args.codes = reinterpret_cast<const uint32_t*>(op.codes.data_ptr<int32_t>());
+  op.args.scales = op.scales.data_ptr<float>();
+  op.args.zeros = op.zeros.data_ptr<float>();
+  op.args.out = w.out_features;
+  op.args.groups = w.groups();
+  op.args.blocks_per_group = w.blocks_per_group();
+  op.args.words_per_row = w.words_per_row();
+  op.args.x_stride = w.groups() * w.blocks_per_group() * 32;
+  op.args.bits = w.bits;
+  return op;
+}
+
+}  // namespace
+
 at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& w) {
   check_input(x, w);
   if (!x.device().is_cpu()) fail("low_bit_matmul_cpu_kernel: the input is on {}", x.device().str());
   RQAT_MARK_KERNEL("rqat::low_bit_matmul_cpu");
   const at::Tensor padded = padded_groups(in_kernel_order(x, w), w);
   const at::Tensor sums = group_sums(padded, w).contiguous();
-  const at::Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous(),
-                   zeros = w.zeros.contiguous();
+  WeightOperands op = weight_operands(w);
   at::Tensor y = at::empty({padded.size(0), w.out_features}, at::kFloat);
-  LowBitKernelArgs args;
-  args.x = padded.data_ptr<float>();
-  args.xsum = sums.data_ptr<float>();
-  args.batch = padded.size(0);
-  args.x_stride = padded.size(1);
-  args.codes = reinterpret_cast<const uint32_t*>(codes.data_ptr<int32_t>());
-  args.scales = scales.data_ptr<float>();
-  args.zeros = zeros.data_ptr<float>();
-  args.out = w.out_features;
-  args.groups = w.groups();
-  args.blocks_per_group = w.blocks_per_group();
-  args.words_per_row = w.words_per_row();
-  args.bits = w.bits;
-  args.y = y.data_ptr<float>();
-  if (args.batch > 0) low_bit_matmul_cpu(args);
+  op.args.x = padded.data_ptr<float>();
+  op.args.xsum = sums.data_ptr<float>();
+  op.args.batch = padded.size(0);
+  op.args.y = y.data_ptr<float>();
+  if (op.args.batch > 0) low_bit_matmul_cpu(op.args);
   at::Tensor out = y.view(output_shape(x, w)).to(x.scalar_type());
+  perturb_if_faulty(out, x, w);
+  return out;
+}
+
+at::Tensor low_bit_matmul_cpu_gemm(const at::Tensor& x, const LowBitWeight& w) {
+  check_input(x, w);
+  if (!x.device().is_cpu()) fail("low_bit_matmul_cpu_gemm: the input is on {}", x.device().str());
+  RQAT_MARK_KERNEL("rqat::low_bit_matmul_cpu_gemm");
+  const at::Tensor padded = padded_groups(in_kernel_order(x, w), w);
+  const WeightOperands op = weight_operands(w);
+  const int64_t rows = padded.size(0), width = op.args.x_stride;
+  // y transposed, so that each tile's product lands in contiguous rows.
+  at::Tensor y_t = at::empty({w.out_features, rows}, at::kFloat);
+  const int64_t tile = std::clamp<int64_t>(kLowBitGemmTileFloats / std::max<int64_t>(width, 1), 8,
+                                           std::max<int64_t>(8, w.out_features));
+  at::Tensor weights = at::empty({std::min(tile, w.out_features), width}, at::kFloat);
+  for (int64_t o = 0; o < w.out_features && rows > 0; o += tile) {
+    const int64_t n = std::min(tile, w.out_features - o);
+    low_bit_dequantize_rows(op.args, o, o + n, weights.data_ptr<float>());
+    at::Tensor y_tile = y_t.narrow(0, o, n);  // contiguous rows of y_t
+    at::mm_out(y_tile, weights.narrow(0, 0, n), padded.t());
+  }
+  at::Tensor out = y_t.t().contiguous().view(output_shape(x, w)).to(x.scalar_type());
   perturb_if_faulty(out, x, w);
   return out;
 }
@@ -175,17 +212,19 @@ at::Tensor low_bit_matmul_cuda_kernel(const at::Tensor& x, const LowBitWeight& w
 at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
   check_input(x, w);
   const int64_t rows = x.numel() / w.in_features;
-  if (x.device().is_cpu() && rows <= kLowBitKernelRows &&
-      use_custom_kernel(Kernel::kLowBitMatmul, x.device()))
-    return w.bits <= 4 && low_bit_activations() == LowBitActivations::kInt8
-               ? low_bit_matmul_cpu_int8_kernel(x, w)
-               : low_bit_matmul_cpu_kernel(x, w);
+  if (x.device().is_cpu() && use_custom_kernel(Kernel::kLowBitMatmul, x.device())) {
+    if (w.bits <= 4 && low_bit_activations() == LowBitActivations::kInt8 &&
+        rows <= kLowBitKernelRows)
+      return low_bit_matmul_cpu_int8_kernel(x, w);
+    return rows <= kLowBitGemmRows ? low_bit_matmul_cpu_kernel(x, w)
+                                   : low_bit_matmul_cpu_gemm(x, w);
+  }
 #ifdef RQAT_WITH_CUDA
   if (x.is_cuda() && rows <= cuda::kLowBitGemvMaxRows &&
       use_custom_kernel(Kernel::kLowBitMatmul, x.device()))
     return low_bit_matmul_cuda_kernel(x, w);
 #endif
-  // Many rows (prefill), no kernel for the device, or the twin chosen.
+  // Many rows on a GPU, no kernel for the device, or the twin chosen.
   return low_bit_matmul_dense(x, w);
 }
 

@@ -3,14 +3,18 @@
 // CPU kernels compute. The bias, if any, is the caller's.
 //
 // low_bit_matmul dispatches on the device and the number of rows of x:
-//   CPU, rows <= kLowBitKernelRows   the packed kernel (ops/low_bit_matmul_kernel.h; with int8
-//                                    activations ops/low_bit_matmul_int8_kernel.h);
+//   CPU, rows <= kLowBitGemmRows     the packed kernel (ops/low_bit_matmul_kernel.h, reading each
+//                                    weight once per tile of rows of x);
+//   CPU, more rows                   low_bit_matmul_cpu_gemm: tiles of weight rows dequantized by
+//                                    the kernel's decode into a cache-sized buffer, each then one
+//                                    GEMM (libtorch's) with all rows of x: prefill and batches;
+//   CPU, int8 activations            the int8 kernel (ops/low_bit_matmul_int8_kernel.h) up to
+//                                    kLowBitKernelRows rows, the GEMM path beyond;
 //   CUDA, rows <= 16                 the packed GEMV when built with CUDA: the wide one
 //                                    (cuda/low_bit_gemv_wide.cuh) for 1-4 rows of whole 16-byte
 //                                    steps, else cuda/low_bit_gemv.cuh;
 //   otherwise                        low_bit_matmul_dense: the weight dequantized once for the
-//                                    call, then a dense matmul (prefill of long prompts:
-//                                    compute-bound, where dense GEMM wins).
+//                                    call, then a dense matmul (a GPU's prefill).
 // The kernels run only where ops/kernel_choice.h allows (--kernels; checked at first use in
 // auto); low_bit_matmul_dense, built from PyTorch's operators only, is their twin.
 // low_bit_matmul_ref is the plain reference both kernels are tested against: dequantize, then
@@ -25,6 +29,13 @@
 namespace rqat::ops {
 
 inline constexpr int64_t kLowBitKernelRows = 64;
+// Above this many rows the CPU's float path is a GEMM over dequantized tiles: where the tiles
+// overtake the kernel on a 4096-square W4/W2 layer with AVX-512 (64 rows; docs/performance.md,
+// "Packed low-bit models on every CPU").
+inline constexpr int64_t kLowBitGemmRows = 64;
+// A tile of dequantized weights: at most this many floats (256 KiB: stays in L2 while the GEMM
+// reads it).
+inline constexpr int64_t kLowBitGemmTileFloats = 64 * 1024;
 
 // What the CPU kernel multiplies 2-4 bit codes with (a process-wide runtime option,
 // cli/runtime_flags.h: --low-bit-activations):
@@ -55,6 +66,8 @@ at::Tensor low_bit_matmul_dense(const at::Tensor& x, const LowBitWeight& weight)
 // The kernels themselves, whatever the number of rows (tests, benchmarks and the self-check):
 // the CPU kernel, and the CUDA GEMV (at most 16 rows; a CUDA build).
 at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& weight);
+// The CPU's many-row path, whatever the number of rows.
+at::Tensor low_bit_matmul_cpu_gemm(const at::Tensor& x, const LowBitWeight& weight);
 // The int8 CPU kernel (2-4 bits), and its tests' measure: |y - x W^T| relative to
 // low_bit_int8_error_scale, the bound of rounding x to 8-bit blocks plus the float kernel's
 // tolerance (float32 or 16-bit x) times low_bit_error_scale, within kLowBitInt8Tolerance.

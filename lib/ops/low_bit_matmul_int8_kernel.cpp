@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "io/error.h"
+#include "ops/cpu_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -309,16 +310,11 @@ void rows_avx2(const KernelArgs& a, int64_t begin, int64_t end) {
   return a.scales16 ? rows_avx2<Bits, true>(a, begin, end) : rows_avx2<Bits, false>(a, begin, end);
 }
 
-bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
-  return has;
-}
 #endif
 
 void run_rows(const KernelArgs& a, int bits, int64_t begin, int64_t end, bool portable) {
 #ifdef RQAT_INT8_AVX2
-  if (!portable && cpu_has_avx2()) {
+  if (!portable) {
     switch (bits) {
       case 2:
         return rows_avx2<2>(a, begin, end);
@@ -413,9 +409,12 @@ at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
   a.block_group = block_group.data();
   a.y = y.data_ptr<float>();
   if (a.batch == 0) return y;
+  // The AVX2 code wherever ops/cpu_target.h's target includes it (avx2 = x86-64-v3 has AVX2, FMA
+  // and F16C; avx512 runs the same code), else the portable loop.
+  const bool loop = portable || cpu_target() < CpuTarget::kAvx2;
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, a.out / 64));
   at::parallel_for(0, a.out, grain,
-                   [&](int64_t begin, int64_t end) { run_rows(a, w.bits, begin, end, portable); });
+                   [&](int64_t begin, int64_t end) { run_rows(a, w.bits, begin, end, loop); });
   return y;
 }
 

@@ -43,7 +43,8 @@ at::Tensor low_bit_matmul_int8_reference(const at::Tensor& padded, const LowBitW
 // float32 (rows, out), for `padded` as above.
 at::Tensor low_bit_int8_error_bound(const at::Tensor& padded, const LowBitWeight& weight);
 
-// y (rows, out) float32 = the formula above, for 2-4 bit weights. AVX2 where the CPU has it, else
+// y (rows, out) float32 = the formula above, for 2-4 bit weights. AVX2 where ops/cpu_target.h says
+// the CPU has it (avx2 or avx512; forcing baseline takes the loop), else
 // a portable loop with the same integer sums (results equal within float32 summation order).
 // OpenMP (ATen's parallel_for) over output rows, tiles of up to 4 rows of x per pass over a row's
 // codes. The AVX2 kernel reads the weight's exact float16 copies of its scales and zeros where

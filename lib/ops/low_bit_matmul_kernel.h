@@ -25,4 +25,11 @@ struct LowBitKernelArgs {
 // OpenMP (ATen's parallel_for) over output rows.
 void low_bit_matmul_cpu(const LowBitKernelArgs& args);
 
+// Weight rows [begin, end) dequantized into `out` ((end - begin) rows of x_stride floats, in kernel
+// column order; a padding column holds its padding code's value, to be multiplied with x's zeros):
+// (code - zero) * scale, the reference's weights bit for bit, decoded as the kernel decodes them.
+// For the many-row path (low_bit_matmul.h): tiles of weights made here, then a GEMM. x, xsum,
+// batch and y of `args` are not read.
+void low_bit_dequantize_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end, float* out);
+
 }  // namespace rqat::ops

@@ -4,7 +4,8 @@
 // float32 inputs, kLowBitMatmulTolerance16 for bf16). Cases: every bit width; groups of 32, of 48
 // (padding units), of 64 with a short last group, and one per row of a width not a multiple of 32;
 // act-order permutations; one row, a few, and the kernels' row limits (16 on CUDA, the CPU
-// kernel's pass of 16 and its remainder); on the CPU also the int8 kernel.
+// kernel's pass of 16 and its remainder); on the CPU also the int8 kernel, and the many-row GEMM
+// over dequantized tiles (17 and 64 rows).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -65,8 +66,11 @@ KernelCheck check_low_bit_matmul(const c10::Device& device) {
       const LowBitWeight cpu = random_weight(c, seed++);
       const LowBitWeight weight = cpu.to(device);
       const auto x = check_randn({c.rows, c.in}, seed++, device, c.dtype);
-      const auto got =
-          cuda ? low_bit_matmul_cuda_kernel(x, weight) : low_bit_matmul_cpu_kernel(x, weight);
+      // On the CPU the many-row cases go through the GEMM over dequantized tiles, as
+      // low_bit_matmul sends them.
+      const auto got = cuda                        ? low_bit_matmul_cuda_kernel(x, weight)
+                       : c.rows <= kLowBitGemmRows ? low_bit_matmul_cpu_kernel(x, weight)
+                                                   : low_bit_matmul_cpu_gemm(x, weight);
       const auto w64 = dequantize_low_bit(cpu).to(device, at::kDouble);
       const auto want = at::matmul(x.to(at::kDouble), w64.t());
       const double tolerance =

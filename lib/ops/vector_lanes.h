@@ -13,6 +13,9 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define RQAT_CPU_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// Kernels dispatched by ops/cpu_target.h compile one function per target with these.
+#define RQAT_X86_TARGETS 1
+#define RQAT_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
 #else
 #define RQAT_CPU_CLONES
 #endif

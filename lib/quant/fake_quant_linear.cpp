@@ -30,8 +30,11 @@ class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
   // asked for and that the kernels support w); index is then g_idx as given, else int64.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, const at::Tensor& scales,
                             const at::Tensor& zeros, const at::Tensor& index, int64_t max_code,
-                            const at::Tensor& grad_scale, bool fused) {
-    ctx->save_for_backward({w, scales, zeros, index, grad_scale});
+                            const c10::IValue& grad_scale, bool fused) {
+    // The grad scale is a constant (no gradient of its own), kept out of the inputs: an input must
+    // be a defined tensor, and making a tensor of ones at every forward cost a launch per layer.
+    ctx->save_for_backward({w, scales, zeros, index});
+    ctx->saved_data["grad_scale"] = grad_scale;
     ctx->saved_data["max_code"] = max_code;
     ctx->saved_data["fused"] = fused;
     // Same operations in the same order as quantize_to_codes + QuantizedWeight::dequantize (the
@@ -42,8 +45,8 @@ class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &w = saved[0], &scales = saved[1], &zeros = saved[2], &index = saved[3],
-                     &grad_scale = saved[4];
+    const at::Tensor &w = saved[0], &scales = saved[1], &zeros = saved[2], &index = saved[3];
+    const c10::IValue& grad_scale = ctx->saved_data["grad_scale"];
     const int64_t max_code = ctx->saved_data["max_code"].toInt();
     const at::Tensor& grad = grad_outputs[0];
     if (ctx->saved_data["fused"].toBool()) {
@@ -65,7 +68,7 @@ class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
     // Sums the per-element contributions of the columns of each group into (out, groups).
     auto per_group = [&](const at::Tensor& contribution, const at::Tensor& like) {
       auto sum = at::zeros_like(like).index_add_(1, index, contribution);
-      return sum * grad_scale;
+      return grad_scale.isTensor() ? sum * grad_scale.toTensor() : sum;
     };
     if (ctx->needs_input_grad(1)) {
       auto ds = at::where(inside, rounded - v, at::where(below, -z, max_code - z));
@@ -132,9 +135,9 @@ at::Tensor fake_quantize_ste(const at::Tensor& w, const at::Tensor& scales, cons
   // (ops::use_fused_fake_quant_ste last: it counts the call as one of the kernel's.)
   const bool fused = !scale_grad_possible && scales.device() == w.device() &&
                      zeros.device() == w.device() && ops::use_fused_fake_quant_ste(w);
-  // Custom functions take defined tensors only: "no grad scale" is a scale of 1.
-  auto scale =
-      grad_scale.defined() ? grad_scale.to(scales.options()) : at::ones({}, scales.options());
+  // No grad scale (None) is a scale of 1.
+  const auto scale =
+      grad_scale.defined() ? c10::IValue(grad_scale.to(scales.options())) : c10::IValue();
   // The kernels read int32 g_idx (the layer's buffer, no copy); index_select wants int64.
   auto index = ops::on_device(g_idx, w.device(), fused ? at::kInt : at::kLong);
   return FakeQuantFunction::apply(w, scales, zeros, index, (int64_t{1} << bits) - 1, scale, fused);
@@ -293,8 +296,8 @@ FakeQuantLinear::ScaleZero FakeQuantLinear::grid_scale_offset() const {
   } else {
     steps = fp16_straight_through(at::exp(lsq_gradient_scale(log_scales_, group_size_))) *
             step_multiplier;
-    offsets = info.min_form ? fp16_straight_through(lsq_gradient_scale(zeros_, group_size_))
-                            : zeros_;
+    offsets =
+        info.min_form ? fp16_straight_through(lsq_gradient_scale(zeros_, group_size_)) : zeros_;
   }
   // A learned step that rounds to 0 in fp16 would collapse its sub-block's values. One host read.
   const auto live = step_multiplier != 0;
@@ -336,8 +339,9 @@ at::Tensor FakeQuantLinear::fake_quantized_weight_on_grid() const {
   const auto w = weight_.detach();
   const auto safe_s = at::where(s.detach() > 0, s.detach(), at::ones_like(s));
   const auto surrogate =
-      min_form ? s * (q.codes - pass * ((w + o.detach()) / safe_s)) - o * (1 - pass) + pass * weight_
-               : s * (q.codes - o.detach() - pass * (w / safe_s)) + pass * weight_;
+      min_form
+          ? s * (q.codes - pass * ((w + o.detach()) / safe_s)) - o * (1 - pass) + pass * weight_
+          : s * (q.codes - o.detach() - pass * (w / safe_s)) + pass * weight_;
   return exact + (surrogate - surrogate.detach());
 }
 

@@ -19,6 +19,7 @@
 
 #include "io/atomic_file.h"
 #include "io/manifest.h"
+#include "ops/cpu_target.h"
 #include "ops/kernel_choice.h"
 #include "tools/all_reduce_check.h"
 #include "tools/decode_graph_check.h"
@@ -84,6 +85,10 @@ std::string environment(const c10::Device& device) {
   const char* mode = std::getenv("RQAT_KERNELS");
   row("kernel mode", fmt::format("{} ($RQAT_KERNELS {})", enum_name(ops::kernel_mode()),
                                  mode && *mode ? fmt::format("= {}", mode) : "unset"));
+  const char* target = std::getenv("RQAT_CPU_TARGET");
+  row("CPU target", fmt::format("{} ($RQAT_CPU_TARGET {}): the packed low-bit kernels' code",
+                                ops::cpu_target_description(),
+                                target && *target ? fmt::format("= {}", target) : "unset"));
   return t;
 }
 

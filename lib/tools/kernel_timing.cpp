@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <torch/autograd.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -13,11 +14,13 @@
 #include <optional>
 
 #include "ops/attention.h"
+#include "ops/cpu_target.h"
 #include "ops/fake_quant_ste.h"
 #include "ops/kernel_self_checks.h"
 #include "ops/low_bit_matmul.h"
 #include "ops/low_bit_weight.h"
 #include "ops/paged_attention.h"
+#include "ops/rms_norm.h"
 #include "ops/token_sampling.h"
 
 namespace rqat::tools {
@@ -84,7 +87,8 @@ Pair low_bit_pair(const c10::Device& device) {
   const auto dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
   auto x = ops::check_randn({1, n}, 9, device, dtype);
   const bool cuda = device.is_cuda();
-  return {fmt::format("W4 g{} {} x {}, one row, {}", group, n, n, c10::toString(dtype)),
+  return {fmt::format("W4 g{} {} x {}, one row, {}{}", group, n, n, c10::toString(dtype),
+                      cuda ? "" : fmt::format(", {} code", enum_name(ops::cpu_target()))),
           [=] {
             cuda ? ops::low_bit_matmul_cuda_kernel(x, weight)
                  : ops::low_bit_matmul_cpu_kernel(x, weight);
@@ -108,6 +112,22 @@ Pair token_sampling_pair(const c10::Device& device) {
           [=] { ops::sample_tokens_ref(logits, s); }};
 }
 
+// A training step's norm, forward and backward (the backward is where the composite pays most).
+Pair rms_norm_pair(const c10::Device& device) {
+  const int64_t rows = device.is_cuda() ? 8192 : 512, dim = 1024;
+  const auto dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
+  auto x = ops::check_randn({rows, dim}, 11, device, dtype).requires_grad_();
+  auto w = (1 + 0.1 * ops::check_randn({dim}, 12, device, dtype)).requires_grad_();
+  auto grad = ops::check_randn({rows, dim}, 13, device, dtype);
+  const auto step = [=](bool fused) {
+    at::AutoGradMode enable(true);
+    auto y = fused ? ops::fused_rms_norm(x, w, 1e-6) : ops::rms_norm_ref(x, w, 1e-6);
+    torch::autograd::grad({y}, {x, w}, {grad});
+  };
+  return {fmt::format("forward and backward, {} rows of {}, {}", rows, dim, c10::toString(dtype)),
+          [=] { step(true); }, [=] { step(false); }};
+}
+
 std::optional<Pair> pair_of(ops::Kernel kernel, const c10::Device& device) {
   switch (kernel) {
     case ops::Kernel::kFakeQuant:
@@ -120,6 +140,8 @@ std::optional<Pair> pair_of(ops::Kernel kernel, const c10::Device& device) {
       return low_bit_pair(device);
     case ops::Kernel::kTokenSampling:
       return token_sampling_pair(device);
+    case ops::Kernel::kRmsNorm:
+      return rms_norm_pair(device);
     case ops::Kernel::kCudaGraphs:  // timed with its check (decode_graph_check.h)
     case ops::Kernel::kCount:
       break;

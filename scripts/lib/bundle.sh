@@ -37,9 +37,8 @@ PY
 # when it has them all.
 bundle_compat_problems() {
   local deps=$1 need_glibc have_glibc need_glibcxx libstdcxx
-  need_glibc=$(sed -n 's/.*glibc >= \([0-9.]*\).*/\1/p' "$deps/MANIFEST.txt" 2>/dev/null | head -1)
-  have_glibc=$(ldd --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+$' || true)
-  if [ -n "$need_glibc" ] && [ -n "$have_glibc" ] &&
+  read -r need_glibc have_glibc <<<"$(bundle_glibc_versions "$deps")"
+  if [ "$need_glibc" != "?" ] && [ "$have_glibc" != "?" ] &&
      [ "$(printf '%s\n' "$need_glibc" "$have_glibc" | sort -V | head -1)" != "$need_glibc" ]; then
     echo "glibc $have_glibc here, the bundled libraries need $need_glibc"
   fi
@@ -53,10 +52,18 @@ bundle_compat_problems() {
   return 0
 }
 
-# bundle_glibc_line DEPS: "glibc HAVE >= NEED" for a report.
-bundle_glibc_line() {
+# bundle_glibc_versions DEPS: "NEED HAVE", the glibc the bundled libraries need (their MANIFEST)
+# and the one here, each "?" when unknown.
+bundle_glibc_versions() {
   local need have
   need=$(sed -n 's/.*glibc >= \([0-9.]*\).*/\1/p' "$1/MANIFEST.txt" 2>/dev/null | head -1)
   have=$(ldd --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+$' || true)
-  echo "glibc ${have:-?} >= ${need:-?}"
+  echo "${need:-?} ${have:-?}"
+}
+
+# bundle_glibc_line DEPS: "glibc HAVE >= NEED" for a report.
+bundle_glibc_line() {
+  local need have
+  read -r need have <<<"$(bundle_glibc_versions "$1")"
+  echo "glibc $have >= $need"
 }

@@ -137,21 +137,21 @@ def test_doctor_reports_every_check_and_fails_on_a_bad_kernel(tmp_path):
     for heading in ("## Environment", "## Self-checks on cpu", "## Custom kernels against their twins on cpu",
                     "## All-reduce"):
         assert heading in text
-    for item in ("rqat revision", "torch (LibTorch)", "GPUs visible", "NCCL", "kernel mode"):
+    for item in ("rqat revision", "torch (LibTorch)", "GPUs visible", "NCCL", "kernel mode", "CPU target"):
         assert f"| {item} |" in text, item
-    for kernel in ("fake_quant", "fused_attention", "low_bit_matmul", "token_sampling"):
+    for kernel in ("fake_quant", "fused_attention", "low_bit_matmul", "token_sampling", "rms_norm"):
         assert f"| {kernel} | ok |" in text, kernel
         assert sum(line.startswith(f"| {kernel} |") for line in text.splitlines()) == 2  # check and timing
     assert "| gloo | 2 |" in text and "ok: exact sum" in text
     if not HAVE_GPU:
         assert "No GPU: torch sees no CUDA device" in text and "| GPUs visible | none |" in text
-    assert "**All 5 checks passed.**" in text
+    assert "**All 6 checks passed.**" in text
 
     bad = run(RQAT_BIN, "doctor", "--device", "cpu", "--no-timing", env={"RQAT_TEST_KERNEL_FAULT": "low_bit_matmul"},
               expect=1)
     assert "| low_bit_matmul | **FAILED** |" in bad.stdout
     assert "| fake_quant | ok |" in bad.stdout
-    assert "1 of 5 checks FAILED: low_bit_matmul" in bad.stdout
+    assert "1 of 6 checks FAILED: low_bit_matmul" in bad.stdout
     assert "Custom kernels against their twins" not in bad.stdout
     # Our one line; c10d may add its own warnings from the all-reduce's rendezvous (a node without a
     # network cannot name the client socket: seen under scripts/test-no-root's offline step).

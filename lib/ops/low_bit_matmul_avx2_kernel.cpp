@@ -1,0 +1,211 @@
+// See low_bit_matmul_avx2_kernel.h. The packed layout is ops/low_bit_weight.h's: a block of 32
+// codes takes `bits` words; code c of a block sits at
+//   2 bits: word c / 16, bits 2 (c % 16);
+//   3 bits: its low two bits as 2-bit codes in words 0-1, its high bit at bit c of word 2;
+//   4 bits: word 2 (c / 16) + c % 2, bits 4 ((c % 16) / 2);
+//   8 bits: byte c.
+// "Eighth" e of a block is its codes 8e .. 8e + 7, one 8-lane vector.
+#include "ops/low_bit_matmul_avx2_kernel.h"
+
+#include <cstring>
+
+#include "io/error.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RQAT_AVX2_KERNEL 1
+#define RQAT_AVX2_FN __attribute__((target("avx2,fma")))
+#define RQAT_AVX2_INLINE inline __attribute__((always_inline, target("avx2,fma")))
+#endif
+
+namespace rqat::ops {
+
+#ifdef RQAT_AVX2_KERNEL
+namespace {
+
+// The codes of eighth e of the block at w, one per int32 lane (2-4 bits: masked to `Bits` bits).
+template <int Bits>
+RQAT_AVX2_INLINE __m256i eighth_codes(const uint32_t* w, int e) {
+  if constexpr (Bits == 2) {
+    const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i word = _mm256_set1_epi32(static_cast<int>(w[e / 2]));
+    return _mm256_and_si256(
+        _mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(16 * (e % 2)))),
+        _mm256_set1_epi32(3));
+  } else if constexpr (Bits == 3) {
+    const __m256i low = eighth_codes<2>(w, e);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i high =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w[2])),
+                                           _mm256_add_epi32(lanes, _mm256_set1_epi32(8 * e))),
+                         _mm256_set1_epi32(1));
+    return _mm256_or_si256(low, _mm256_slli_epi32(high, 2));
+  } else if constexpr (Bits == 4) {
+    // Words 2h and 2h + 1 (h = e / 2) alternate across the lanes: lane j reads word 2h + j % 2.
+    int64_t pair;
+    std::memcpy(&pair, w + 2 * (e / 2), sizeof pair);
+    const __m256i shifts = _mm256_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12);
+    return _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi64x(pair),
+                          _mm256_add_epi32(shifts, _mm256_set1_epi32(16 * (e % 2)))),
+        _mm256_set1_epi32(15));
+  } else {
+    static_assert(Bits == 8);
+    __m128i bytes;
+    std::memcpy(&bytes, reinterpret_cast<const uint8_t*>(w) + 8 * e, 8);
+    return _mm256_cvtepu8_epi32(bytes);
+  }
+}
+
+RQAT_AVX2_INLINE float lane_sum(__m256 v) {
+  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+}
+
+// Independent accumulators per row of x: enough chains of fused multiply-adds in flight at few
+// rows, within the 16 registers at many (sets x rows <= 8).
+template <int Rows>
+constexpr int kSets = Rows == 1 ? 4 : (Rows <= 4 ? 2 : 1);
+
+// Output rows [begin, end) for rows [b0, b0 + Rows) of x. 2-4 bits: the weights are final, the
+// lanes accumulate across the row's groups and are summed at its end; 8 bits: the codes themselves
+// are multiplied, and scale and zero applied to each group's sums.
+template <int Bits, int Rows>
+RQAT_AVX2_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end, int64_t b0) {
+  constexpr int kS = kSets<Rows>;
+  const int64_t group_width = a.blocks_per_group * 32;
+  for (int64_t o = begin; o < end; ++o) {
+    const uint32_t* row_codes = a.codes + o * a.words_per_row;
+    float total[Rows] = {};
+    __m256 acc[Rows][kS];
+    for (int r = 0; r < Rows; ++r)
+      for (int s = 0; s < kS; ++s) acc[r][s] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < a.groups; ++g) {
+      const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
+      const __m256 vscale = _mm256_set1_ps(scale), vzero = _mm256_set1_ps(zero);
+      const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
+      const float* xg = a.x + b0 * a.x_stride + g * group_width;
+      for (int64_t k = 0; k < a.blocks_per_group; ++k) {
+        for (int e = 0; e < 4; ++e) {
+          const __m256 codes = _mm256_cvtepi32_ps(eighth_codes<Bits>(block + k * Bits, e));
+          // (code - zero) * scale: two roundings, as the dequantized weight is made.
+          const __m256 weights =
+              Bits == 8 ? codes : _mm256_mul_ps(_mm256_sub_ps(codes, vzero), vscale);
+          const float* xk = xg + k * 32 + 8 * e;
+          for (int r = 0; r < Rows; ++r)
+            acc[r][e % kS] =
+                _mm256_fmadd_ps(weights, _mm256_loadu_ps(xk + r * a.x_stride), acc[r][e % kS]);
+        }
+      }
+      if constexpr (Bits == 8) {
+        for (int r = 0; r < Rows; ++r) {
+          __m256 sum = acc[r][0];
+          for (int s = 1; s < kS; ++s) sum = _mm256_add_ps(sum, acc[r][s]);
+          total[r] += scale * (lane_sum(sum) - zero * a.xsum[(b0 + r) * a.groups + g]);
+          for (int s = 0; s < kS; ++s) acc[r][s] = _mm256_setzero_ps();
+        }
+      }
+    }
+    if constexpr (Bits != 8) {
+      for (int r = 0; r < Rows; ++r) {
+        __m256 sum = acc[r][0];
+        for (int s = 1; s < kS; ++s) sum = _mm256_add_ps(sum, acc[r][s]);
+        total[r] = lane_sum(sum);
+      }
+    }
+    for (int r = 0; r < Rows; ++r) a.y[(b0 + r) * a.out + o] = total[r];
+  }
+}
+
+template <int Bits>
+RQAT_AVX2_FN void rows_task(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
+  int64_t b0 = 0;
+  for (; b0 + 8 <= a.batch; b0 += 8) rows_tile<Bits, 8>(a, begin, end, b0);
+  switch (a.batch - b0) {  // the last rows, with a tile of their own size
+    case 7:
+      return rows_tile<Bits, 7>(a, begin, end, b0);
+    case 6:
+      return rows_tile<Bits, 6>(a, begin, end, b0);
+    case 5:
+      return rows_tile<Bits, 5>(a, begin, end, b0);
+    case 4:
+      return rows_tile<Bits, 4>(a, begin, end, b0);
+    case 3:
+      return rows_tile<Bits, 3>(a, begin, end, b0);
+    case 2:
+      return rows_tile<Bits, 2>(a, begin, end, b0);
+    case 1:
+      return rows_tile<Bits, 1>(a, begin, end, b0);
+    default:
+      return;
+  }
+}
+
+template <int Bits>
+RQAT_AVX2_FN void dequantize_task(const LowBitKernelArgs& a, int64_t begin, int64_t end,
+                                  float* out) {
+  for (int64_t o = begin; o < end; ++o) {
+    const uint32_t* row_codes = a.codes + o * a.words_per_row;
+    float* row_out = out + (o - begin) * a.x_stride;
+    for (int64_t g = 0; g < a.groups; ++g) {
+      const __m256 vscale = _mm256_set1_ps(a.scales[o * a.groups + g]),
+                   vzero = _mm256_set1_ps(a.zeros[o * a.groups + g]);
+      const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
+      float* group_out = row_out + g * a.blocks_per_group * 32;
+      for (int64_t k = 0; k < a.blocks_per_group; ++k)
+        for (int e = 0; e < 4; ++e) {
+          const __m256 codes = _mm256_cvtepi32_ps(eighth_codes<Bits>(block + k * Bits, e));
+          _mm256_storeu_ps(group_out + k * 32 + 8 * e,
+                           _mm256_mul_ps(_mm256_sub_ps(codes, vzero), vscale));
+        }
+    }
+  }
+}
+
+}  // namespace
+
+bool low_bit_matmul_avx2_built() { return true; }
+
+void low_bit_dequantize_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end,
+                                  float* out) {
+  switch (args.bits) {
+    case 2:
+      return dequantize_task<2>(args, begin, end, out);
+    case 3:
+      return dequantize_task<3>(args, begin, end, out);
+    case 4:
+      return dequantize_task<4>(args, begin, end, out);
+    default:
+      return dequantize_task<8>(args, begin, end, out);
+  }
+}
+
+void low_bit_matmul_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end) {
+  switch (args.bits) {
+    case 2:
+      return rows_task<2>(args, begin, end);
+    case 3:
+      return rows_task<3>(args, begin, end);
+    case 4:
+      return rows_task<4>(args, begin, end);
+    default:
+      return rows_task<8>(args, begin, end);
+  }
+}
+
+#else
+
+bool low_bit_matmul_avx2_built() { return false; }
+
+void low_bit_matmul_avx2_rows(const LowBitKernelArgs&, int64_t, int64_t) {
+  fail("low_bit_matmul: this build has no AVX2 kernel");
+}
+
+void low_bit_dequantize_avx2_rows(const LowBitKernelArgs&, int64_t, int64_t, float*) {
+  fail("low_bit_matmul: this build has no AVX2 kernel");
+}
+
+#endif
+
+}  // namespace rqat::ops
