@@ -9,12 +9,12 @@
 
 #include "eval/metrics.h"
 #include "eval/regrade.h"
-#include "eval/run/evaluate.h"
-#include "eval/run/partial_samples.h"
 #include "io/hdf5_columns.h"
 #include "io/json_file.h"
 #include "io/jsonl.h"
 #include "test_util.h"
+#include "tools/eval_run/evaluate.h"
+#include "tools/eval_run/partial_samples.h"
 #include "tools/model_commands.h"
 #include "tools/sample_reward.h"
 

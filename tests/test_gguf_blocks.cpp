@@ -1,4 +1,4 @@
-// llama.cpp's weight formats (quant/gguf_blocks.h) on fresh random rows and awkward blocks: every
+// llama.cpp's weight formats (quant/gguf/blocks.h) on fresh random rows and awkward blocks: every
 // type's quantize -> dequantize stays within its grid's error (half a step of the stored scale for
 // the one-scale types, an RMS bound from llama.cpp's own quality for the K-quants), all-zero blocks
 // come back as zeros, a block with one huge outlier keeps it, negative-only and tiny
@@ -13,8 +13,8 @@
 #include <cstring>
 
 #include "io/gguf_file.h"
-#include "quant/gguf_blocks.h"
-#include "quant/gguf_quantize.h"
+#include "quant/gguf/blocks.h"
+#include "quant/gguf/quantize.h"
 #include "test_util.h"
 
 using namespace rqat;

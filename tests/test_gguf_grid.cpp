@@ -1,4 +1,4 @@
-// llama.cpp's block types as quantization grids (quant/gguf_grid.h), on fresh random rows and
+// llama.cpp's block types as quantization grids (quant/gguf/grid.h), on fresh random rows and
 // awkward ones (an all-zero row, one huge outlier, negative-only, values whose fp16 scales are
 // denormal or zero):
 //   - a GGUF tensor taken apart into a grid weight dequantizes to the very values of the blocks,
@@ -17,8 +17,8 @@
 
 #include "io/gguf_file.h"
 #include "quant/fake_quant_linear.h"
-#include "quant/gguf_blocks.h"
-#include "quant/gguf_grid_blocks.h"
+#include "quant/gguf/blocks.h"
+#include "quant/gguf/grid_blocks.h"
 #include "quant/gptq.h"
 #include "quant/quant_state.h"
 #include "quant/rtn.h"
@@ -184,8 +184,7 @@ TEST_CASE("LSQ on a GGUF grid learns the format's fp16 scales and still exports 
     const auto raw =
         info.min_form ? at::round((master32 + o32) / s32) : at::round(master32 / s32) + o32;
     const auto inside = live & (raw >= 0) & (raw <= max_code);
-    const auto s = s32.to(at::kDouble), o = o32.to(at::kDouble),
-               master = master32.to(at::kDouble);
+    const auto s = s32.to(at::kDouble), o = o32.to(at::kDouble), master = master32.to(at::kDouble);
     const auto q =
         at::where(live, at::clamp(raw, 0, max_code), info.min_form ? 0 * o32 : o32).to(at::kDouble);
     const auto safe_s = at::where(live, s, at::ones_like(s));
@@ -223,8 +222,10 @@ TEST_CASE("LSQ on a GGUF grid learns the format's fp16 scales and still exports 
       // A block whose step is 0 (an all-zero block) has nothing to learn.
       const auto want = per(g * ds * live, info.sub_block);
       CHECK(close(log_scales.grad(), log_scales.detach().exp().to(at::kDouble) * want) < 1e-5);
-      if (info.min_form) CHECK(close(layer.zeros().grad(), per(g * dmin, info.sub_block)) < 1e-5);
-      else CHECK(!layer.zeros().requires_grad());
+      if (info.min_form)
+        CHECK(close(layer.zeros().grad(), per(g * dmin, info.sub_block)) < 1e-5);
+      else
+        CHECK(!layer.zeros().requires_grad());
     }
     CHECK(close(layer.weight().grad(), g * inside) == 0);
 
@@ -263,8 +264,9 @@ TEST_CASE("LSQ on a GGUF grid learns the format's fp16 scales and still exports 
       at::NoGradGuard no_grad;
       layer.named_parameters()[learned].fill_(-30);
     }
-    test::require_error([&] { layer.fake_quantized_weight(); },
-                        {"fake_quant_linear", "no longer finite and > 0", "lower the learning rate"});
+    test::require_error(
+        [&] { layer.fake_quantized_weight(); },
+        {"fake_quant_linear", "no longer finite and > 0", "lower the learning rate"});
   }
 }
 

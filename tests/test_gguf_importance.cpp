@@ -1,4 +1,4 @@
-// Importance matrices for llama.cpp's grids (quant/gguf_importance.h, quant/gguf_quantize.h's
+// Importance matrices for llama.cpp's grids (quant/gguf/importance.h, quant/gguf/quantize.h's
 // quantize_gguf_row): the weights come out as the calibration's mean squared input per column
 // (against the closed form on fresh random inputs), llama.cpp's imatrix file round-trips and bad
 // files are one-line errors naming the file and tensor, and the importance-weighted quantizers do
@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "io/gguf_file.h"
-#include "quant/gguf_blocks.h"
-#include "quant/gguf_importance.h"
+#include "quant/gguf/blocks.h"
+#include "quant/gguf/importance.h"
 #include "quant/hessian.h"
 #include "test_util.h"
 

@@ -14,10 +14,10 @@
 #include "chat/chat_template.h"
 #include "data/teacher_traces.h"
 #include "data/text_dataset.h"
-#include "eval/run/evaluate.h"
 #include "io/json_file.h"
 #include "io/jsonl.h"
 #include "test_util.h"
+#include "tools/eval_run/evaluate.h"
 #include "tools/model_commands.h"
 
 namespace {

@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "chat/chat_template.h"
+#include "data/tiny_task.h"
 #include "eval/grader.h"
-#include "experiment/tiny_task.h"
 #include "io/json_file.h"
 #include "io/jsonl.h"
 #include "test_util.h"
@@ -24,7 +24,7 @@
 namespace {
 
 using namespace rqat;
-using experiment::TinyProblem;
+using data::TinyProblem;
 using rqat::test::require_error;
 using rqat::test::TempDir;
 
@@ -37,7 +37,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 // Re-derives a problem's answer from its words alone: the start ("X has N items."), then one
 // sentence per operation, "more." meaning add; checks the solution's lines against it.
-void check_problem(const TinyProblem& p, const experiment::TinyArithmetic& ranges = {}) {
+void check_problem(const TinyProblem& p, const data::TinyArithmetic& ranges = {}) {
   INFO(p.problem << "\n" << p.solution);
   static const std::regex start_re(R"(^(\w+) has (\d+) (\w+)\.)");
   static const std::regex step_re(R"( (She|He) ([a-z ]+?) (\d+)( more)?\.)");
@@ -79,25 +79,25 @@ void check_problem(const TinyProblem& p, const experiment::TinyArithmetic& range
 TEST_CASE("draw_uniform: a power-of-two span is the output modulo the span; bounds; balance") {
   std::mt19937_64 a(123), b(123);
   for (int i = 0; i < 1000; ++i)
-    REQUIRE(experiment::draw_uniform(a, 3, 10) == 3 + static_cast<int64_t>(b() % 8));
+    REQUIRE(data::draw_uniform(a, 3, 10) == 3 + static_cast<int64_t>(b() % 8));
   // Span 7: each value should get 1/7 of 70,000 draws (sd about 93); 5 sd is a generous bound.
   std::mt19937_64 rng(9);
   std::map<int64_t, int> counts;
-  for (int i = 0; i < 70000; ++i) ++counts[experiment::draw_uniform(rng, -2, 4)];
+  for (int i = 0; i < 70000; ++i) ++counts[data::draw_uniform(rng, -2, 4)];
   REQUIRE(counts.size() == 7);
   for (const auto& [v, n] : counts) {
     CHECK(v >= -2);
     CHECK(v <= 4);
     CHECK(std::abs(n - 10000) < 470);
   }
-  require_error([&] { experiment::draw_uniform(rng, 5, 4); }, {"empty range"});
+  require_error([&] { data::draw_uniform(rng, 5, 4); }, {"empty range"});
 }
 
 TEST_CASE("tiny task: deterministic for a seed, different for another, test split fixed") {
-  const auto s1 = experiment::generate_tiny_splits(5, 300, 60, 3);
-  const auto s2 = experiment::generate_tiny_splits(5, 300, 60, 3);
-  const auto other = experiment::generate_tiny_splits(6, 300, 60, 3);
-  const auto more_train = experiment::generate_tiny_splits(5, 500, 60, 3);
+  const auto s1 = data::generate_tiny_splits(5, 300, 60, 3);
+  const auto s2 = data::generate_tiny_splits(5, 300, 60, 3);
+  const auto other = data::generate_tiny_splits(6, 300, 60, 3);
+  const auto more_train = data::generate_tiny_splits(5, 500, 60, 3);
   auto texts = [](const std::vector<TinyProblem>& v) {
     std::vector<std::string> out;
     for (const auto& p : v) out.push_back(p.id + "|" + p.problem + "|" + p.solution);
@@ -114,7 +114,7 @@ TEST_CASE("tiny task: deterministic for a seed, different for another, test spli
 
 TEST_CASE("tiny task: disjoint splits, levels respected, every answer follows from the problem") {
   const int levels = 4;
-  const auto s = experiment::generate_tiny_splits(11, 2000, 200, levels);
+  const auto s = data::generate_tiny_splits(11, 2000, 200, levels);
   REQUIRE(s.train.size() == 2000);
   REQUIRE(s.test.size() == 200);
   std::set<std::string> test_texts, train_texts;
@@ -136,15 +136,15 @@ TEST_CASE("tiny task: disjoint splits, levels respected, every answer follows fr
     CHECK(eval::grade(p.solution, std::to_string(p.answer)).kind == eval::GradeKind::equal);
     CHECK(eval::grade(p.solution, std::to_string(p.answer + 1)).kind == eval::GradeKind::not_equal);
   }
-  require_error([] { experiment::generate_tiny_splits(1, 10, 10, 0); }, {"--levels"});
-  require_error([] { experiment::generate_tiny_splits(1, 0, 10, 2); }, {"--train"});
+  require_error([] { data::generate_tiny_splits(1, 10, 10, 0); }, {"--levels"});
+  require_error([] { data::generate_tiny_splits(1, 0, 10, 2); }, {"--train"});
   // Level 1 from one start has few distinct texts: asking for too many is a clear error.
-  require_error([] { experiment::generate_tiny_splits(1, 200000, 0, 1); }, {"ask for fewer"});
+  require_error([] { data::generate_tiny_splits(1, 200000, 0, 1); }, {"ask for fewer"});
 }
 
 TEST_CASE("tiny task: wider number ranges are respected and reached; bad ranges are refused") {
-  const experiment::TinyArithmetic wide{.max_start = 60, .max_change = 40, .max_value = 99};
-  const auto s = experiment::generate_tiny_splits(4, 1500, 100, 4, wide);
+  const data::TinyArithmetic wide{.max_start = 60, .max_change = 40, .max_value = 99};
+  const auto s = data::generate_tiny_splits(4, 1500, 100, 4, wide);
   int64_t largest_start = 0, largest_change = 0, largest_value = 0;
   for (const auto* split : {&s.train, &s.test}) {
     for (const TinyProblem& p : *split) {
@@ -164,17 +164,17 @@ TEST_CASE("tiny task: wider number ranges are respected and reached; bad ranges 
   CHECK(largest_change == 40);
   CHECK(largest_value == 99);
   // The default ranges are the first task's: its problems are unchanged.
-  const auto defaults = experiment::generate_tiny_splits(5, 50, 10, 3);
-  const auto explicit_defaults = experiment::generate_tiny_splits(
-      5, 50, 10, 3, {.max_start = 20, .max_change = 9, .max_value = 49});
+  const auto defaults = data::generate_tiny_splits(5, 50, 10, 3);
+  const auto explicit_defaults =
+      data::generate_tiny_splits(5, 50, 10, 3, {.max_start = 20, .max_change = 9, .max_value = 49});
   for (size_t i = 0; i < defaults.train.size(); ++i)
     CHECK(defaults.train[i].solution == explicit_defaults.train[i].solution);
-  require_error([] { experiment::generate_tiny_splits(1, 10, 10, 2, {.max_start = 1}); },
+  require_error([] { data::generate_tiny_splits(1, 10, 10, 2, {.max_start = 1}); },
                 {"--max-start"});
   require_error(
-      [] { experiment::generate_tiny_splits(1, 10, 10, 2, {.max_start = 30, .max_value = 20}); },
+      [] { data::generate_tiny_splits(1, 10, 10, 2, {.max_start = 30, .max_value = 20}); },
       {"--max-value"});
-  require_error([] { experiment::generate_tiny_splits(1, 10, 10, 2, {.max_change = 0}); },
+  require_error([] { data::generate_tiny_splits(1, 10, 10, 2, {.max_change = 0}); },
                 {"--max-change"});
 }
 
@@ -237,14 +237,14 @@ TEST_CASE("BPE trainer: byte-level words as the Qwen2 pre-tokenizer cuts them") 
 
 TEST_CASE("tiny task: written files, tokenizer, chat prompt and token budget") {
   TempDir dir("tiny_task");
-  experiment::TinyTaskOptions o;
+  data::TinyTaskOptions o;
   o.out_dir = dir.path();
   o.seed = 3;
   o.train = 600;
   o.test = 90;
   o.levels = 3;
-  const io::Json metrics = experiment::write_tiny_task(o);
-  const auto splits = experiment::generate_tiny_splits(3, 600, 90, 3);
+  const io::Json metrics = data::write_tiny_task(o);
+  const auto splits = data::generate_tiny_splits(3, 600, 90, 3);
 
   // The JSONL records are the generated problems.
   using Split = std::pair<std::string, const std::vector<TinyProblem>*>;
@@ -253,7 +253,7 @@ TEST_CASE("tiny task: written files, tokenizer, chat prompt and token budget") {
     size_t i = 0;
     io::for_each_jsonl_object<io::Json>(dir / file, [&](const io::Json& row, size_t) {
       REQUIRE(i < split->size());
-      CHECK(row == experiment::to_json((*split)[i]));
+      CHECK(row == data::to_json((*split)[i]));
       ++i;
     });
     CHECK(i == split->size());
@@ -332,10 +332,10 @@ TEST_CASE("init-model --tokenizer copies the tokenizer and checks the vocabulary
 }
 
 TEST_CASE("generic text: the training words by their frequency, without the task's structure") {
-  const auto splits = experiment::generate_tiny_splits(3, 400, 20, 6, {40, 19, 99});
-  const auto a = experiment::generate_generic_text(splits.train, 300, 3);
-  CHECK(a == experiment::generate_generic_text(splits.train, 300, 3));  // seeded
-  CHECK(a != experiment::generate_generic_text(splits.train, 300, 4));
+  const auto splits = data::generate_tiny_splits(3, 400, 20, 6, {40, 19, 99});
+  const auto a = data::generate_generic_text(splits.train, 300, 3);
+  CHECK(a == data::generate_generic_text(splits.train, 300, 3));  // seeded
+  CHECK(a != data::generate_generic_text(splits.train, 300, 4));
   REQUIRE(a.size() == 300);
   std::map<std::string, double> train_counts, generic_counts;
   double train_total = 0, generic_total = 0;
@@ -365,5 +365,5 @@ TEST_CASE("generic text: the training words by their frequency, without the task
     INFO(word << " " << share);
     CHECK(generic_counts[word] / generic_total == Approx(share).epsilon(0.3));
   }
-  require_error([&] { experiment::generate_generic_text(splits.train, -1, 3); }, {"--generic -1"});
+  require_error([&] { data::generate_generic_text(splits.train, -1, 3); }, {"--generic -1"});
 }

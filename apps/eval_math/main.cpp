@@ -10,9 +10,9 @@
 #include "cli/engine_flags.h"
 #include "cli/runtime_flags.h"
 #include "eval/regrade.h"
-#include "eval/run/evaluate.h"
 #include "io/error.h"
 #include "io/manifest.h"
+#include "tools/eval_run/evaluate.h"
 #include "tools/sample_reward.h"
 
 int main(int argc, char** argv) {

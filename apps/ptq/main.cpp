@@ -10,7 +10,7 @@
 #include "cli/runtime_flags.h"
 #include "io/error.h"
 #include "io/manifest.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 #include "tools/ptq_command.h"
 
 int main(int argc, char** argv) {

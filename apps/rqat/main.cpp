@@ -14,7 +14,7 @@
 #include "io/manifest.h"
 #include "nll_flags.h"
 #include "plan_memory_flags.h"
-#include "quant/gguf_import.h"
+#include "quant/gguf/import.h"
 #include "report_flags.h"
 #include "run_flags.h"
 #include "sbatch_flags.h"

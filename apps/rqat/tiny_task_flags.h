@@ -9,12 +9,12 @@
 #include <string>
 
 #include "cli/runtime_flags.h"
-#include "experiment/tiny_task.h"
+#include "data/tiny_task.h"
 
 namespace rqat::cli {
 
 inline void add_tiny_task_subcommand(CLI::App& app) {
-  auto options = std::make_shared<experiment::TinyTaskOptions>();
+  auto options = std::make_shared<data::TinyTaskOptions>();
   auto out = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("tiny-task",
                                  "Write the synthetic arithmetic word-problem task (train/test "
@@ -41,7 +41,7 @@ inline void add_tiny_task_subcommand(CLI::App& app) {
   cmd->callback([options, out] {
     const int code = run_tool("rqat", [&] {
       options->out_dir = *out;
-      const auto metrics = experiment::write_tiny_task(*options);
+      const auto metrics = data::write_tiny_task(*options);
       std::cout << "wrote " << *out << ": " << metrics["train"] << " train, " << metrics["test"]
                 << " test problems, vocabulary " << metrics["vocab_size"] << ", mean "
                 << metrics["train_tokens"]["mean_total_tokens"] << " (max "

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "io/manifest.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 
 namespace rqat::cli {
 

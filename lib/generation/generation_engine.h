@@ -102,7 +102,7 @@ std::vector<int> requested_samples(const GenerationRequest& request);
 
 // GenerationResult::text of a finished sample: its tokens decoded with special tokens skipped (the
 // stop token left out when one ended it), cut at the first of `stop_strings`. Also what a resumed
-// evaluation checks a kept sample against (eval/run/partial_samples.h).
+// evaluation checks a kept sample against (tools/eval_run/partial_samples.h).
 std::string completion_text(const tokenizer::Tokenizer& tokenizer,
                             const std::vector<int32_t>& token_ids, FinishReason reason,
                             const std::vector<std::string>& stop_strings);

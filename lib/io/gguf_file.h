@@ -1,7 +1,7 @@
 // GGUF v3 files, the container of llama.cpp (and ollama, LM Studio): a header, typed key-value
 // metadata, a table of tensors (name, shape, ggml type, offset) and the tensors' bytes, each
 // aligned to `general.alignment` (32 unless set). Little-endian throughout. This layer knows the
-// container only; what the keys, names and block types mean for a model is quant/gguf_export.h's.
+// container only; what the keys, names and block types mean for a model is quant/gguf/export.h's.
 //
 // Shapes are given in PyTorch order (outermost first, e.g. (out, in) for a linear weight); the
 // file stores them innermost first (ggml's ne[0] = in), which is what the reader below returns

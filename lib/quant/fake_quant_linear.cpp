@@ -13,7 +13,7 @@
 #include "io/error.h"
 #include "ops/fake_quant_ste.h"
 #include "ops/host_copy.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 #include "quant/rtn.h"
 #include "quant/uniform_quantizer.h"
 

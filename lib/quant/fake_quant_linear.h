@@ -14,7 +14,7 @@
 // to_quantized() rounds the current master weight with the current (s, z) using the same float32
 // operations, so to_quantized().dequantize() equals the forward's w_q bit for bit: exporting the
 // trained layer loses nothing.
-// On a GGUF grid (QuantizedWeight::gguf_grid, quant/gguf_grid.h) the scales, zero points or mins
+// On a GGUF grid (QuantizedWeight::gguf_grid, quant/gguf/grid.h) the scales, zero points or mins
 // start as llama.cpp's; the forward takes each weight's nearest code on the grid with the same
 // clipped straight-through gradient, and to_quantized() exports those codes exactly. They stay
 // frozen (kFrozen), or learn with the LSQ/LSQ+ gradients above (kLsq) in the only way the block
@@ -145,7 +145,7 @@ class FakeQuantLinear : public model::Linear {
   at::Tensor grad_scale() const;  // LSQ's g per group, or undefined
   // x with its gradient times LSQ's g = 1 / sqrt(shared * maxq) when lsq_grad_scale is on.
   at::Tensor lsq_gradient_scale(const at::Tensor& x, int64_t shared) const;
-  // On a GGUF grid (quant/gguf_grid.h): the grid's values of the codes nearest the master weight,
+  // On a GGUF grid (quant/gguf/grid.h): the grid's values of the codes nearest the master weight,
   // with the clipped straight-through gradient (and LSQ's to the grid's fp16 scales in kLsq).
   at::Tensor fake_quantized_weight_on_grid() const;
   // The grid's steps and offsets (zero points or mins) per (row, sub-block) that the forward uses

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "io/error.h"
-#include "quant/gguf_grid_blocks.h"
+#include "quant/gguf/grid_blocks.h"
 #include "quant/uniform_quantizer.h"
 
 namespace rqat::quant {
@@ -141,7 +141,7 @@ struct ColumnLoop {
   const QuantSpec& spec;
   bool static_groups;
   bool lazy_group_params;  // GptqGroupParams::kLazy
-  bool min_form;           // a GGUF grid with mins: zeros hold them (quant/gguf_grid.h)
+  bool min_form;           // a GGUF grid with mins: zeros hold them (quant/gguf/grid.h)
   int64_t group;
   int64_t block;
   at::Tensor codes;        // (rows, cols) uint8

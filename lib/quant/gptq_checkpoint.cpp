@@ -11,7 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/error.h"
 #include "model/model_dir.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 #include "quant/packed_gptq_linear.h"
 
 namespace rqat::quant {

@@ -9,7 +9,7 @@
 
 #include "io/error.h"
 #include "quant/capturing_linear.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 #include "quant/hessian.h"
 #include "quant/rtn.h"
 

@@ -17,7 +17,7 @@
 #include "io/enum_names.h"
 #include "model/decoder.h"
 #include "quant/awq.h"
-#include "quant/gguf_importance.h"
+#include "quant/gguf/importance.h"
 #include "quant/gptq.h"
 #include "quant/nf4_linear.h"
 #include "quant/quant_spec.h"
@@ -36,8 +36,8 @@ struct PtqOptions {
   Nf4Options
       nf4;  // method nf4: the spec's include/exclude select the layers; bits and groups unused
   ImportanceOptions importance;  // on a GGUF grid: llama.cpp's importance-matrix quantization
-  int64_t batch_size = 8;  // calibration sequences per block forward
-  bool verbose = true;     // one line per quantized layer on the log stream
+  int64_t batch_size = 8;        // calibration sequences per block forward
+  bool verbose = true;           // one line per quantized layer on the log stream
   // Called with (blocks done, blocks) as a calibrated run starts each decoder block and at its
   // end: the ptq tool's progress.json (`rqat status`). Not called without calibration data.
   std::function<void(int64_t, int64_t)> on_block;
@@ -60,7 +60,7 @@ struct PtqResult {
   std::map<std::string, QuantizedWeight> layers;              // by module name (uniform methods)
   std::vector<std::pair<std::string, Nf4Weight>> nf4_layers;  // method nf4, in model order
   std::vector<LayerReport> reports;                           // in quantization order
-  std::vector<AwqGroupReport> awq_groups;  // AWQ: chosen scales per block and group
+  std::vector<AwqGroupReport> awq_groups;             // AWQ: chosen scales per block and group
   std::map<std::string, LayerImportance> importance;  // --imatrix: what each layer was weighted by
   double seconds = 0;
   int64_t peak_activation_bytes = 0;  // hidden states and captured rows held at once

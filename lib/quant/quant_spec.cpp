@@ -8,7 +8,7 @@
 
 #include "io/error.h"
 #include "io/name_pattern.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 
 namespace rqat::quant {
 

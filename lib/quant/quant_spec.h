@@ -29,7 +29,7 @@ struct QuantSpec {
   // becomes max / (maxq - 1) with zero 1, a grid that still spans [min, max]. ptq and the
   // trainers set it before any work when they are to export v1.
   bool v1_zeros = false;
-  // llama.cpp's grid of a GGUF block type instead of the uniform one (quant/gguf_grid.h): bits
+  // llama.cpp's grid of a GGUF block type instead of the uniform one (quant/gguf/grid.h): bits
   // and group size are then the type's (use_gguf_grid sets them), the scales those of llama.cpp's
   // reference quantizer, and the layers export to that GGUF type with no rounding error.
   std::optional<io::GgufType> gguf_grid;

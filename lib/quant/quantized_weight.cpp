@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "io/error.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 
 namespace rqat::quant {
 

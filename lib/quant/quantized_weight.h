@@ -2,7 +2,7 @@
 // integer codes, per-group scales and zero points, and the group of every input column (g_idx,
 // which act-order makes non-monotonic). The weight it stands for is
 //   W[r, c] = (codes[r, c] - zeros[r, g_idx[c]]) * scales[r, g_idx[c]].
-// A layer on one of llama.cpp's grids (gguf_grid set; quant/gguf_grid.h) has the type's sub-blocks
+// A layer on one of llama.cpp's grids (gguf_grid set; quant/gguf/grid.h) has the type's sub-blocks
 // as groups and, for the types with mins, W[r, c] = scales[r, g] * codes[r, c] - zeros[r, g].
 #pragma once
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "io/error.h"
-#include "quant/gguf_grid_blocks.h"
+#include "quant/gguf/grid_blocks.h"
 #include "quant/uniform_quantizer.h"
 
 namespace rqat::quant {

@@ -15,7 +15,7 @@ namespace rqat::quant {
 // device). g_idx[c] = c / group_size; the last group is smaller when group_size does not divide
 // in. Throws rqat::Error for an invalid spec or non-finite weights.
 // grid_importance: on a GGUF grid, an importance matrix's weights (in), making the result
-// llama.cpp's importance-matrix quantization (quant/gguf_importance.h).
+// llama.cpp's importance-matrix quantization (quant/gguf/importance.h).
 QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec,
                              const at::Tensor& grid_importance = {});
 

@@ -15,7 +15,7 @@
 
 #include "data/training_batches.h"
 #include "eval/benchmark.h"
-#include "eval/run/evaluate.h"
+#include "eval/prompts.h"
 #include "generation/generation_engine.h"
 #include "model/decoder.h"
 #include "tokenizer/tokenizer.h"

@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "eval/benchmark.h"
-#include "eval/run/evaluate.h"
 #include "io/enum_names.h"
 #include "io/options.h"
 #include "model/lora_linear.h"
@@ -32,6 +31,7 @@
 #include "quant/output_quant_linear.h"
 #include "quant/quant_spec.h"
 #include "rl/grpo_objective.h"
+#include "tools/eval_run/evaluate.h"
 #include "tools/qat_command.h"
 #include "train/distributed.h"
 #include "train/trainer.h"

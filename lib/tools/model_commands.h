@@ -33,7 +33,7 @@ void convert_model_dir(const std::filesystem::path& in_dir, const std::filesyste
 
 // Writes a model directory (full precision, a rqat artifact, or a GPTQ checkpoint, dequantized) as
 // one GGUF file for llama.cpp with its matrices in `type`, each block quantized as llama.cpp's
-// reference quantizer does (quant/gguf_export.h); a type the shapes cannot hold fails first. The
+// reference quantizer does (quant/gguf/export.h); a type the shapes cannot hold fails first. The
 // layers of an artifact trained or quantized on the grid of `type` (--grid gguf-<type>) are
 // written from their own codes, checked to lose nothing. embedding_type: the token embeddings' and
 // output layer's type when not `type`. imatrix: llama.cpp's imatrix GGUF (llama-imatrix's or

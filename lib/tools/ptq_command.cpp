@@ -14,7 +14,7 @@
 #include "model/model_dir.h"
 #include "ops/kernel_choice.h"
 #include "quant/bnb_checkpoint.h"
-#include "quant/gguf_export.h"
+#include "quant/gguf/export.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/gptq_packing.h"
 #include "quant/load_model.h"

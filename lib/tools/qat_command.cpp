@@ -6,17 +6,17 @@
 
 #include "chat/chat_template.h"
 #include "eval/benchmark.h"
-#include "eval/run/evaluate.h"
 #include "io/error.h"
 #include "io/manifest.h"
 #include "io/options.h"
 #include "model/model_dir.h"
 #include "ops/kernel_choice.h"
-#include "quant/gguf_blocks.h"
+#include "quant/gguf/blocks.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/eval_run/evaluate.h"
 #include "tools/model_commands.h"
 #include "tools/ptq_command.h"
 #include "train/qat_model.h"
@@ -84,7 +84,7 @@ io::Json data_json(const TextDataOptions& data, const SequenceSet& set) {
   return j;
 }
 
-// --export gguf writes OUT/model-<type>.gguf of a model on a GGUF grid (quant/gguf_grid.h).
+// --export gguf writes OUT/model-<type>.gguf of a model on a GGUF grid (quant/gguf/grid.h).
 bool exports_gguf(const QatCommandOptions& options) { return options.export_format == "gguf"; }
 
 // The flags that contradict each other, and the files, before anything loads.
@@ -113,12 +113,13 @@ void check_plan(const QatCommandOptions& options, const model::ModelConfig& conf
   }
   // The layers are on their grid already; the embeddings' rows (hidden_size values) must hold the
   // type asked for them, checked before training rather than at the export after it.
-  if (options.gguf_embedding_type && !quant::gguf_row_fits(*options.gguf_embedding_type,
-                                                           config.hidden_size))
-    fail("--gguf-embedding-type {}: the embeddings' rows of {} values are not a whole number of "
-         "{}-value blocks",
-         enum_name(*options.gguf_embedding_type), config.hidden_size,
-         io::gguf_type_info(*options.gguf_embedding_type).block_elements);
+  if (options.gguf_embedding_type &&
+      !quant::gguf_row_fits(*options.gguf_embedding_type, config.hidden_size))
+    fail(
+        "--gguf-embedding-type {}: the embeddings' rows of {} values are not a whole number of "
+        "{}-value blocks",
+        enum_name(*options.gguf_embedding_type), config.hidden_size,
+        io::gguf_type_info(*options.gguf_embedding_type).block_elements);
   if (options.sequences.max_length > config.max_position_embeddings)
     fail("--max-length {} exceeds the model's max_position_embeddings {} ({})",
          options.sequences.max_length, config.max_position_embeddings,
@@ -313,7 +314,8 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
 
   // Sharded runs keep bf16 compute copies next to fp32 masters; unsharded ones fp32 weights under
   // CUDA autocast (below).
-  const ShardOptions shard = shard_options(options.trainer.shard, *comm, options.dtype == at::kBFloat16);
+  const ShardOptions shard =
+      shard_options(options.trainer.shard, *comm, options.dtype == at::kBFloat16);
   if (shard.compute_dtype != at::kFloat) use_compute_dtype(*student, shard.compute_dtype);
   TrainingOptimizer optimizer(trainable_parameters(*student), options.trainer.adamw, shard);
   if (auto* scope = optimizer.layer_scope()) student->set_layer_scope(scope);

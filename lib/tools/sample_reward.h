@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "eval/run/evaluate.h"
+#include "tools/eval_run/evaluate.h"
 
 namespace rqat::tools {
 

@@ -1,4 +1,4 @@
-"""eval-math keeps its finished samples on disk (OUT/samples.partial.jsonl, eval/run/partial_samples.h) and continues
+"""eval-math keeps its finished samples on disk (OUT/samples.partial.jsonl, tools/eval_run/partial_samples.h) and continues
 where it stopped:
   - a run sent SLURM's warning signal (SIGUSR1) at about half its samples stops after the samples in flight and
     exits 138 (the status the sbatch script requeues on) with those samples on disk; run again, it generates only

@@ -1,4 +1,4 @@
-"""GGUF export for llama.cpp (`rqat convert --to gguf`, quant/gguf_export.h) against llama.cpp's own readers.
+"""GGUF export for llama.cpp (`rqat convert --to gguf`, quant/gguf/export.h) against llama.cpp's own readers.
 
 For tiny qwen2 (attention biases), qwen3 (q/k norms, tied embeddings) and llama (llama3 rope scaling, q/k rows
 reordered) models of hidden size 256 made here, in every GGUF type:

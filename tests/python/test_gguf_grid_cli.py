@@ -1,4 +1,4 @@
-"""Quantization and QAT on llama.cpp's own grids (`--grid gguf-<type>`, quant/gguf_grid.h) through the tools, read
+"""Quantization and QAT on llama.cpp's own grids (`--grid gguf-<type>`, quant/gguf/grid.h) through the tools, read
 back by llama.cpp's readers.
 
 On a tiny qwen3 model of hidden size 256 (made here, random weights):

@@ -1,4 +1,4 @@
-"""Importance matrices for llama.cpp's grids (quant/gguf_importance.h) against llama.cpp's own quantizer.
+"""Importance matrices for llama.cpp's grids (quant/gguf/importance.h) against llama.cpp's own quantizer.
 
 On a tiny qwen3 model of hidden size 256 (made here, random weights, with make_model's awkward rows):
   - `rqat convert --to gguf --gguf-type T --imatrix FILE` with an imatrix file written here in llama.cpp's format

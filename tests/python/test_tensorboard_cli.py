@@ -1,5 +1,5 @@
 """The TensorBoard event files of the trainers (OUT/tb, train/step_metrics_log.h) and of eval-math
-(eval/run/eval_tensorboard.h), read back with the tensorboard package's own readers:
+(tools/eval_run/eval_tensorboard.h), read back with the tensorboard package's own readers:
   - qat-kd (with held-out evaluation) and grpo: every number of metrics.h5, each series' columns, is a scalar
     "<series>/<column>" of the event files at the same steps with the same value (as float32, the type event files
     store scalars in: float equality);

@@ -1,5 +1,5 @@
 // See tiny_task.h.
-#include "experiment/tiny_task.h"
+#include "data/tiny_task.h"
 
 #include <array>
 #include <map>
@@ -13,7 +13,7 @@
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"
 
-namespace rqat::experiment {
+namespace rqat::data {
 namespace {
 
 struct Person {
@@ -247,8 +247,8 @@ TinySplits generate_tiny_splits(uint64_t seed, int64_t train, int64_t test, int 
   return s;
 }
 
-std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& train,
-                                               int64_t count, uint64_t seed) {
+std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& train, int64_t count,
+                                               uint64_t seed) {
   if (count < 0) fail("tiny-task: --generic {} must not be negative", count);
   // Every word occurrence of the training documents: drawing one uniformly draws words by their
   // frequency.
@@ -268,7 +268,8 @@ std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& t
     int64_t sentence = draw_uniform(rng, 6, 14);
     for (int64_t w = 0; w < length; ++w) {
       if (!text.empty()) text += ' ';
-      text += words[static_cast<size_t>(draw_uniform(rng, 0, static_cast<int64_t>(words.size()) - 1))];
+      text +=
+          words[static_cast<size_t>(draw_uniform(rng, 0, static_cast<int64_t>(words.size()) - 1))];
       if (--sentence == 0 || w + 1 == length) {
         text += '.';
         sentence = draw_uniform(rng, 6, 14);
@@ -343,4 +344,4 @@ io::Json write_tiny_task(const TinyTaskOptions& options) {
   return metrics;
 }
 
-}  // namespace rqat::experiment
+}  // namespace rqat::data

@@ -1,4 +1,4 @@
-#include "eval/run/eval_outputs.h"
+#include "tools/eval_run/eval_outputs.h"
 
 #include <fstream>
 

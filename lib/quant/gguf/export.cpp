@@ -1,6 +1,6 @@
-// See gguf_export.h. Metadata keys and types follow what llama.cpp's loader reads (it is strict
+// See export.h. Metadata keys and types follow what llama.cpp's loader reads (it is strict
 // about them: sizes are uint32, epsilon and rope base float32).
-#include "quant/gguf_export.h"
+#include "quant/gguf/export.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "io/error.h"
-#include "quant/gguf_blocks.h"
-#include "quant/gguf_grid_blocks.h"
-#include "quant/gguf_names.h"
-#include "quant/gguf_tokenizer.h"
+#include "quant/gguf/blocks.h"
+#include "quant/gguf/grid_blocks.h"
+#include "quant/gguf/names.h"
+#include "quant/gguf/tokenizer.h"
 
 namespace rqat::quant {
 

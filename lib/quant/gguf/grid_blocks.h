@@ -1,4 +1,4 @@
-// GGUF blocks and weights on their grids (quant/gguf_grid.h), both ways: a tensor of a block type
+// GGUF blocks and weights on their grids (quant/gguf/grid.h), both ways: a tensor of a block type
 // taken apart into codes, steps and mins, llama.cpp's reference quantization onto a grid, and the
 // blocks written back from a grid weight's codes, exactly.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "io/gguf_file.h"
-#include "quant/gguf_grid.h"
+#include "quant/gguf/grid.h"
 #include "quant/quantized_weight.h"
 
 namespace rqat::quant {
@@ -18,7 +18,7 @@ namespace rqat::quant {
 QuantizedWeight gguf_grid_from_blocks(io::GgufType type, const std::string& bytes, int64_t rows,
                                       int64_t cols);
 // llama.cpp's reference quantization of w (out, in) onto the type's grid, or with an importance
-// (in) its importance-matrix quantization (quant/gguf_quantize.h).
+// (in) its importance-matrix quantization (quant/gguf/quantize.h).
 QuantizedWeight gguf_grid_quantize(io::GgufType type, const at::Tensor& w,
                                    const at::Tensor& importance = {});
 // The GGUF bytes of a weight on the grid of `type` (its codes may differ from the ones it started

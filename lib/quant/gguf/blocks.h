@@ -8,10 +8,10 @@
 //                     compute them (float32, each product and difference rounded on its own, no
 //                     fused multiply-add; this file is compiled with -ffp-contract=off);
 //   quantize_gguf     llama.cpp's reference quantization of the type (what llama-quantize writes
-//                     without an importance matrix; quant/gguf_quantize.h), or with one its
+//                     without an importance matrix; quant/gguf/quantize.h), or with one its
 //                     importance-weighted quantization (llama-quantize --imatrix).
 //
-// Block layouts are in gguf_blocks.cpp; io/gguf_file.h has the block sizes.
+// Block layouts are in blocks.cpp; io/gguf_file.h has the block sizes.
 #pragma once
 
 #include <ATen/Tensor.h>

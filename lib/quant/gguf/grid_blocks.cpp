@@ -1,9 +1,9 @@
-// See gguf_grid_blocks.h. Block layouts are gguf_blocks.cpp's (its header comment); here every
+// See grid_blocks.h. Block layouts are blocks.cpp's (its header comment); here every
 // block is taken apart into llama.cpp's own codes (q8_0's q + 128, q3_k's low | high << 2, q6_k's
 // 6-bit code: each the value's integer plus the type's zero), the float32 steps d * sc and mins
 // dmin * m as the gguf package computes them, and the integer sub-block scales, and put back
-// together. Compiled without floating-point contraction, like gguf_blocks.cpp.
-#include "quant/gguf_grid_blocks.h"
+// together. Compiled without floating-point contraction, like blocks.cpp.
+#include "quant/gguf/grid_blocks.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Half.h>
@@ -14,8 +14,8 @@
 #include <optional>
 
 #include "io/error.h"
-#include "quant/gguf_blocks.h"
-#include "quant/gguf_quantize.h"
+#include "quant/gguf/blocks.h"
+#include "quant/gguf/quantize.h"
 #include "quant/uniform_quantizer.h"
 
 namespace rqat::quant {

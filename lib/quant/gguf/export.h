@@ -1,6 +1,6 @@
 // A model as a GGUF file that llama.cpp (and ollama, LM Studio) loads: the architecture's metadata
 // under llama.cpp's names for qwen2, qwen3 and llama (sizes, heads, head size, RMSNorm epsilon,
-// rope base, llama3 rope scaling as its rope_freqs tensor), the tokenizer (quant/gguf_tokenizer.h),
+// rope base, llama3 rope scaling as its rope_freqs tensor), the tokenizer (quant/gguf/tokenizer.h),
 // and every weight under llama.cpp's tensor names: the matrices (embeddings, every projection,
 // an untied output layer) in the chosen type, norms and biases as float32. For llama the q and k
 // rows are reordered per head for llama.cpp's interleaved rope (Qwen's is the rotate-half one,
@@ -15,7 +15,7 @@
 
 #include "io/gguf_file.h"
 #include "model/decoder.h"
-#include "quant/gguf_importance.h"
+#include "quant/gguf/importance.h"
 #include "quant/quantized_weight.h"
 
 namespace rqat::quant {
@@ -26,13 +26,13 @@ struct GgufExportOptions {
   // throughout; its mixes keep these in higher precision). rqat quantizes neither, so f32 keeps a
   // model exactly as rqat evaluated it.
   std::optional<io::GgufType> embedding_type;
-  std::string name;                        // general.name (empty: left out)
+  std::string name;  // general.name (empty: left out)
   // Layers on the grid of `type` (a ptq or QAT state made with --grid gguf-<type>), by module
   // name: written from their own codes and scales, and each checked to dequantize to the model's
   // weight exactly (else the export fails naming the layer). Other layers are quantized by
   // llama.cpp's reference quantizer. Not owned; may be null.
   const std::map<std::string, QuantizedWeight>* grid_layers = nullptr;
-  // An importance matrix by GGUF tensor name (quant/gguf_importance.h): the matrices it names that
+  // An importance matrix by GGUF tensor name (quant/gguf/importance.h): the matrices it names that
   // are quantized here (not written from codes) take llama.cpp's importance-matrix quantization,
   // as llama-quantize --imatrix. Not owned; may be null.
   const std::map<std::string, LayerImportance>* importance = nullptr;

@@ -4,7 +4,7 @@
 // rotate-half order; config.json from the copy rqat's export keeps in the file
 // ("rqat.source_config"), else from llama.cpp's metadata (qwen2, qwen3, llama without llama3 rope
 // scaling). The weights are stored float32. When every decoder-layer matrix is of one block type,
-// the directory also gets their codes as a quant state on that type's grid (quant/gguf_grid.h):
+// the directory also gets their codes as a quant state on that type's grid (quant/gguf/grid.h):
 // QAT, GRPO and the GGUF export then continue on the file's own grid, exactly.
 #pragma once
 

@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <memory>
 
-#include "eval/run/eval_outputs.h"
 #include "eval/sample_summary.h"
 #include "io/hdf5_columns.h"
 #include "io/json_file.h"
 #include "io/tensorboard_events.h"
+#include "tools/eval_run/eval_outputs.h"
 
 namespace rqat::eval {
 

@@ -1,5 +1,5 @@
-// See gguf_quantize.h; the block layouts are in gguf_blocks.cpp.
-#include "quant/gguf_quantize.h"
+// See quantize.h; the block layouts are in blocks.cpp.
+#include "quant/gguf/quantize.h"
 
 #include <c10/util/Half.h>
 

@@ -5,7 +5,7 @@
 // evaluation's outputs are written.
 //
 // Samples are keyed by (problem id, sample index): a sample's tokens depend only on the run seed,
-// the problem id and its index (eval/run/evaluate.h problem_seed, generation/sampler.h), so a
+// the problem id and its index (tools/eval_run/evaluate.h problem_seed, generation/sampler.h), so a
 // sample kept from a killed run is the sample a whole run makes. --limit and --n are therefore
 // not part of the fingerprint: raising them reuses what is there.
 //

@@ -1,5 +1,5 @@
-// See gguf_grid.h: the grids' definitions and checks (the blocks are gguf_grid_blocks.cpp's).
-#include "quant/gguf_grid.h"
+// See grid.h: the grids' definitions and checks (the blocks are grid_blocks.cpp's).
+#include "quant/gguf/grid.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

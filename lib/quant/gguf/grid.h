@@ -15,7 +15,7 @@
 // are kept in QuantizedWeight::super_scales, so the blocks can be written back.
 //
 // Frozen grids: the scales, mins and super-block scales are those llama.cpp's reference quantizer
-// picks (quant/gguf_quantize.h) for the initial weights; training and GPTQ choose the codes on
+// picks (quant/gguf/quantize.h) for the initial weights; training and GPTQ choose the codes on
 // them. The value of a code is computed by grid_value below (scalar) and grid_values (tensors),
 // one formula each for every tool, in the order the gguf package evaluates it.
 #pragma once

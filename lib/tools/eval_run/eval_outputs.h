@@ -11,11 +11,11 @@
 
 #include "eval/benchmark.h"
 #include "eval/grader.h"
-#include "eval/run/evaluate.h"
 #include "eval/sample_summary.h"
 #include "generation/generation_engine.h"
 #include "io/hdf5_columns.h"
 #include "io/json_file.h"
+#include "tools/eval_run/evaluate.h"
 
 namespace rqat::eval {
 

@@ -1,5 +1,5 @@
-// See gguf_tokenizer.h.
-#include "quant/gguf_tokenizer.h"
+// See tokenizer.h.
+#include "quant/gguf/tokenizer.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "eval/run/sampling_protocol.h"
+#include "eval/sampling_protocol.h"
 
 #include "io/error.h"
 

@@ -13,7 +13,7 @@
 
 #include "io/json_file.h"
 
-namespace rqat::experiment {
+namespace rqat::data {
 
 // Uniform integer in [lo, hi] from the raw 64-bit outputs (rejection sampling): the standard fixes
 // mt19937_64's outputs but not std::uniform_int_distribution's mapping, so this keeps the data
@@ -74,8 +74,8 @@ struct TinyTaskOptions {
 // of the training documents drawn by their frequency, 24-64 to a document, in sentences of 6-14
 // words. The task's vocabulary without its structure (no problems, no reasoning), the way generic
 // web text shares a reasoning model's tokens but not its traces' form. Seeded; its own stream.
-std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& train,
-                                               int64_t count, uint64_t seed);
+std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& train, int64_t count,
+                                               uint64_t seed);
 
 // Writes out_dir/{train.jsonl, test.jsonl, generic.jsonl when asked, tokenizer/tokenizer.json,
 // tokenizer/tokenizer_config.json, manifest.json} and returns the manifest's metrics (counts per
@@ -83,4 +83,4 @@ std::vector<std::string> generate_generic_text(const std::vector<TinyProblem>& t
 // rendered as chat documents.
 io::Json write_tiny_task(const TinyTaskOptions& options);
 
-}  // namespace rqat::experiment
+}  // namespace rqat::data

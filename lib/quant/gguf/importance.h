@@ -1,7 +1,7 @@
 // Importance matrices for llama.cpp's grids (`ptq --grid gguf-TYPE --imatrix`): each input column
 // of a layer weighs as its mean squared activation over the calibration tokens, as llama-imatrix
 // measures it, and llama.cpp's importance-weighted quantization of the type chooses the scales
-// (and, for RTN, the codes) with those weights (quant/gguf_quantize.h). rqat measures the inputs
+// (and, for RTN, the codes) with those weights (quant/gguf/quantize.h). rqat measures the inputs
 // as they reach each layer in the model being quantized (the true-sequential PTQ of quant/ptq.h),
 // where llama-imatrix runs the full-precision model.
 //

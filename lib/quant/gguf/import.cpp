@@ -1,5 +1,5 @@
-// See gguf_import.h.
-#include "quant/gguf_import.h"
+// See import.h.
+#include "quant/gguf/import.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -14,9 +14,9 @@
 #include "io/manifest.h"
 #include "model/model_config.h"
 #include "model/model_dir.h"
-#include "quant/gguf_blocks.h"
-#include "quant/gguf_grid_blocks.h"
-#include "quant/gguf_names.h"
+#include "quant/gguf/blocks.h"
+#include "quant/gguf/grid_blocks.h"
+#include "quant/gguf/names.h"
 #include "quant/quant_state.h"
 
 namespace rqat::quant {

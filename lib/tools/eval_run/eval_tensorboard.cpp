@@ -1,4 +1,4 @@
-#include "eval/run/eval_tensorboard.h"
+#include "tools/eval_run/eval_tensorboard.h"
 
 #include <fmt/format.h>
 
@@ -69,8 +69,7 @@ void EvalTensorBoard::finish(const io::Hdf5Columns& results, const EvalSummary& 
           using Value = typename std::decay_t<decltype(values)>::value_type;
           if constexpr (!std::is_same_v<Value, std::string>)
             for (size_t row = 0; row < values.size(); ++row)
-              writer_.add_scalar(name, static_cast<double>(values[row]),
-                                 static_cast<int64_t>(row));
+              writer_.add_scalar(name, static_cast<double>(values[row]), static_cast<int64_t>(row));
         },
         column);
   }

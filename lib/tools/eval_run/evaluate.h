@@ -15,8 +15,9 @@
 
 #include "eval/benchmark.h"
 #include "eval/grader.h"
-#include "eval/run/sampling_protocol.h"
+#include "eval/prompts.h"
 #include "eval/sample_summary.h"
+#include "eval/sampling_protocol.h"
 #include "generation/generation_engine.h"
 
 namespace rqat::model {
@@ -24,17 +25,6 @@ class CausalLM;
 }
 
 namespace rqat::eval {
-
-inline constexpr const char* kDefaultInstruction =
-    "Please reason step by step, and put your final answer within \\boxed{}.";
-
-struct PromptOptions {
-  bool use_chat_template = true;   // false: "{problem}\n{instruction}\n" as plain text with BOS
-  std::string chat_template_file;  // placeholder template instead of the model's ("" = none)
-  std::string system_prompt;       // "" = no system message (as R1's usage notes recommend)
-  std::string instruction = kDefaultInstruction;  // appended to the problem; "" = none
-  bool enable_thinking = true;                    // Qwen3 enable_thinking
-};
 
 // A score of each sample besides correctness, e.g. study A's reward (correct boxed answer + 0.1
 // for the format). eval sits below rl, so the caller supplies it (eval-math --reward builds it
@@ -62,29 +52,14 @@ struct EvalRunOptions {
   c10::Device device = c10::kCPU;
   bool dequantize = false;  // GPTQ checkpoints: dequantize at load (default: packed kernels)
   bool show_progress = true;
-  bool tensorboard = true;  // OUT/tb event files (eval/run/eval_tensorboard.h)
+  bool tensorboard = true;  // OUT/tb event files (tools/eval_run/eval_tensorboard.h)
   // OUT/progress.json for `rqat status`, and OUT/samples.partial.jsonl, from which a killed run
-  // continues (eval/run/partial_samples.h). Off for the trainers' in-memory evaluations.
+  // continues (tools/eval_run/partial_samples.h). Off for the trainers' in-memory evaluations.
   bool stage_files = true;
   // An already loaded model to evaluate instead of loading model_dir's weights (model_dir still
   // gives the tokenizer and chat template): the trainers evaluate their student in memory.
   model::CausalLM* model = nullptr;
 };
-
-// The rendered prompt text of one problem (for tests and for --dry-run style inspection).
-std::string build_user_message(const std::string& problem, const PromptOptions& prompt);
-
-// The text each problem is sampled from: the user message (problem and instruction) rendered with
-// the model's chat template and its generation prompt, or "{problem}\n{instruction}\n" without the
-// template; add_special_tokens says whether the tokenizer should add its own (BOS) tokens. Shared
-// by eval-math and grpo's rollouts, so RL trains on exactly the prompts evaluation uses.
-std::vector<std::string> render_problem_prompts(const std::vector<std::string>& problems,
-                                                const PromptOptions& prompt,
-                                                const std::filesystem::path& model_dir,
-                                                bool& add_special_tokens);
-// The generator seed of every sample of a problem: a hash of (run seed, problem id), so a
-// problem's samples do not change when --limit or the order of the file changes.
-uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id);
 
 // The trainers' periodic eval-math: greedy decoding of the first `limit` problems of `benchmark`
 // (a built-in name, or any name with a `data` file; data from `data` or $RQAT_DATA_DIR) with an

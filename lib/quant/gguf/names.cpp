@@ -1,5 +1,5 @@
-// See gguf_names.h.
-#include "quant/gguf_names.h"
+// See names.h.
+#include "quant/gguf/names.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

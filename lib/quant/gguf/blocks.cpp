@@ -1,4 +1,4 @@
-// See gguf_blocks.h. Block layouts (bytes in order; "fp16" is IEEE half, little-endian):
+// See blocks.h. Block layouts (bytes in order; "fp16" is IEEE half, little-endian):
 //   q8_0  fp16 d | 32 x int8 q                                w = q * d
 //   q4_0  fp16 d | 16 bytes: byte j = q[j] | q[j + 16] << 4   w = d * (q - 8)
 //   q4_1  fp16 d | fp16 m | 16 bytes as q4_0                  w = d * q + m
@@ -20,7 +20,7 @@
 //         32h + l' for e = 128h + 32t + l'; q = low | high << 4, minus 32; sub-blocks of 16.
 //                                                         w = (d * sc) * q
 // Each formula is evaluated as written, left to right, in float32, as the gguf package does.
-#include "quant/gguf_blocks.h"
+#include "quant/gguf/blocks.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
@@ -30,7 +30,7 @@
 #include <cstring>
 
 #include "io/error.h"
-#include "quant/gguf_quantize.h"
+#include "quant/gguf/quantize.h"
 
 namespace rqat::quant {
 

@@ -1,4 +1,4 @@
-#include "eval/run/evaluate.h"
+#include "tools/eval_run/evaluate.h"
 
 #include <sstream>
 
@@ -10,9 +10,6 @@
 #include <ostream>
 
 #include "chat/chat_template.h"
-#include "eval/run/eval_outputs.h"
-#include "eval/run/eval_tensorboard.h"
-#include "eval/run/partial_samples.h"
 #include "generation/generation_engine.h"
 #include "io/error.h"
 #include "io/progress_file.h"
@@ -22,49 +19,11 @@
 #include "ops/kernel_choice.h"
 #include "quant/load_model.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/eval_run/eval_outputs.h"
+#include "tools/eval_run/eval_tensorboard.h"
+#include "tools/eval_run/partial_samples.h"
 
 namespace rqat::eval {
-
-std::string build_user_message(const std::string& problem, const PromptOptions& prompt) {
-  if (prompt.instruction.empty()) return problem;
-  return problem + "\n" + prompt.instruction;
-}
-
-uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id) {
-  // FNV-1a over the id, then a splitmix64 finalizer mixing in the run seed: stable across
-  // platforms and standard libraries (std::hash is neither).
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : problem_id) h = (h ^ c) * 0x100000001b3ULL;
-  uint64_t z = h + run_seed * 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-std::vector<std::string> render_problem_prompts(const std::vector<std::string>& problems,
-                                                const PromptOptions& prompt,
-                                                const std::filesystem::path& model_dir,
-                                                bool& add_special_tokens) {
-  std::vector<std::string> prompts;
-  prompts.reserve(problems.size());
-  if (!prompt.use_chat_template) {
-    add_special_tokens = true;
-    for (const auto& p : problems) prompts.push_back(build_user_message(p, prompt) + "\n");
-    return prompts;
-  }
-  std::optional<std::filesystem::path> override_file;
-  if (!prompt.chat_template_file.empty()) override_file = prompt.chat_template_file;
-  const auto chat = chat::ChatTemplate::load(model_dir, override_file);
-  add_special_tokens = false;  // the template writes BOS itself where the family has one
-  for (const auto& p : problems) {
-    std::vector<chat::Message> messages;
-    if (!prompt.system_prompt.empty()) messages.push_back({"system", prompt.system_prompt});
-    messages.push_back({"user", build_user_message(p, prompt)});
-    prompts.push_back(
-        chat.render(messages, {/*add_generation_prompt=*/true, prompt.enable_thinking}));
-  }
-  return prompts;
-}
 
 namespace {
 
@@ -175,8 +134,8 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   const auto prompts = render_prompts(problems, options, add_special_tokens);
   std::shared_ptr<model::CausalLM> loaded;
   if (!options.model)
-    loaded =
-        quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
+    loaded = quant::load_model(
+        options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
   model::CausalLM* model = options.model ? options.model : loaded.get();
 
   const auto stop_token_ids = model::model_stop_token_ids(model->config());
@@ -207,8 +166,8 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
                  sample_matches_model(tokenizer, model->config().vocab_size));
   }
   std::vector<size_t> request_problem;
-  const auto requests = missing_sample_requests(all_requests, problems, kept ? &*kept : nullptr,
-                                                request_problem);
+  const auto requests =
+      missing_sample_requests(all_requests, problems, kept ? &*kept : nullptr, request_problem);
   int64_t samples_done = total_samples;
   for (const auto& r : requests) samples_done -= static_cast<int64_t>(requested_samples(r).size());
   if (options.stage_files)
@@ -232,8 +191,8 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   const auto on_result = [&](const generation::GenerationResult& r) {
     ++samples_done;
     generated_tokens += static_cast<int64_t>(r.token_ids.size());
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                         generation_start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - generation_start).count();
     const double tokens_per_second = seconds > 0 ? generated_tokens / seconds : 0.0;
     if (kept) kept->append(problems[request_problem[r.request_index]].id, r);
     if (progress) progress->update(samples_done, {{"tokens_per_second", tokens_per_second}});
@@ -243,7 +202,7 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
                                    tokens_per_second);
   };
   auto generated = requests.empty() ? std::vector<generation::GenerationResult>{}
-                                     : engine.generate(requests, on_result);
+                                    : engine.generate(requests, on_result);
   if (engine.stats().stopped) {
     progress->finish("stopped");
     out << fmt::format(

@@ -1,5 +1,5 @@
-// See gguf_importance.h.
-#include "quant/gguf_importance.h"
+// See importance.h.
+#include "quant/gguf/importance.h"
 
 #include <ATen/ATen.h>
 
@@ -8,8 +8,8 @@
 
 #include "io/error.h"
 #include "io/gguf_file.h"
-#include "quant/gguf_blocks.h"
-#include "quant/gguf_names.h"
+#include "quant/gguf/blocks.h"
+#include "quant/gguf/names.h"
 
 namespace rqat::quant {
 

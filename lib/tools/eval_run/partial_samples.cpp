@@ -1,4 +1,4 @@
-#include "eval/run/partial_samples.h"
+#include "tools/eval_run/partial_samples.h"
 
 #include <fmt/format.h>
 
@@ -48,8 +48,8 @@ generation::GenerationResult result_of_row(const io::Json& row) {
   r.sample_index = row.at("sample").get<int>();
   r.token_ids = row.at("token_ids").get<std::vector<int32_t>>();
   r.text = get_text(row);
-  r.finish_reason = parse_enum<generation::FinishReason>(
-      row.at("finish_reason").get<std::string>(), "finish_reason");
+  r.finish_reason = parse_enum<generation::FinishReason>(row.at("finish_reason").get<std::string>(),
+                                                         "finish_reason");
   r.seconds = row.at("seconds").get<double>();
   return r;
 }
