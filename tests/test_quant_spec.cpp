@@ -2,6 +2,9 @@
 // are quantized by default and with overrides, group counts for uneven groups, describe().
 #include <ATen/ATen.h>
 
+#include "ops/low_bit_weight.h"
+#include "ops/weight_formats.h"
+#include "quant/gptq_packing.h"
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
 #include "test_util.h"
@@ -219,8 +222,7 @@ TEST_CASE("quant spec: hostile patterns from a checkpoint are refused, not run (
   spec.validate("quant");
   std::string long_name = "model.layers.y";  // by append: GCC 12 warns falsely on operator+ here
   long_name.append(40, 'x').append("z");
-  require_error([&] { (void)spec.quantizes(long_name); },
-                {"was stopped", "match limit"});
+  require_error([&] { (void)spec.quantizes(long_name); }, {"was stopped", "match limit"});
   spec.include = QuantSpec().include;
   // Ordinary patterns keep std::regex_match's whole-name semantics.
   spec.exclude = {R"(model\.layers\.[0-9]+\.mlp\..*)", "lm_head"};
@@ -228,4 +230,36 @@ TEST_CASE("quant spec: hostile patterns from a checkpoint are refused, not run (
   CHECK(spec.quantizes("model.layers.3.self_attn.q_proj"));
   spec.exclude = {"self_attn"};  // a part of the name is no match
   CHECK(spec.quantizes("model.layers.3.self_attn.q_proj"));
+}
+
+// Every check of a bit width reads ops/weight_formats.h: the table's widths pass each of them and
+// every other width fails each of them, with the table's list in the message.
+TEST_CASE("every bit-width check follows the one table of integer formats") {
+  CHECK(rqat::ops::integer_bits_choices() == "2, 3, 4 or 8");
+  for (int bits = -1; bits <= 17; ++bits) {
+    INFO("bits " << bits);
+    const bool listed = rqat::ops::integer_weight_format(bits) != nullptr;
+    if (listed) CHECK(rqat::ops::integer_weight_format(bits)->max_code == (1 << bits) - 1);
+    QuantSpec spec;
+    spec.bits = bits;
+    const auto codes = at::zeros({2, 32}, at::kInt);
+    const auto scales = at::ones({2, 1}), zeros = at::zeros({2, 1});
+    if (listed) {
+      spec.validate();
+      rqat::ops::pack_low_bit(codes, scales, zeros, bits, 32, at::Tensor(), "test");
+      const auto rows = rqat::quant::pack_gptq_rows(at::zeros({32, 2}, at::kInt), bits, "test");
+      CHECK(at::equal(rqat::quant::unpack_gptq_rows(rows, bits, "test"),
+                      at::zeros({32, 2}, at::kInt)));
+    } else {
+      require_error([&] { spec.validate(); }, {"2, 3, 4 or 8"});
+      require_error(
+          [&] { rqat::ops::pack_low_bit(codes, scales, zeros, bits, 32, at::Tensor(), "test"); },
+          {"no packed kernel", "2, 3, 4 or 8"});
+      require_error(
+          [&] {
+            rqat::quant::pack_gptq_rows(at::zeros({32, 2}, at::kInt), bits, "test");
+          },
+          {"cannot be GPTQ-packed", "2, 3, 4 or 8"});
+    }
+  }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "io/error.h"
+#include "ops/weight_formats.h"
 
 namespace rqat::ops {
 namespace {
@@ -56,8 +57,8 @@ LowBitWeight LowBitWeight::to(c10::Device device) const {
 LowBitWeight pack_low_bit(const at::Tensor& codes, const at::Tensor& scales,
                           const at::Tensor& zeros, int bits, int64_t group_size,
                           const at::Tensor& input_order, const char* what) {
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
-    fail("{}: {}-bit weights have no packed kernel (2, 3, 4 or 8 bits)", what, bits);
+  if (!integer_bits_supported(bits))
+    fail("{}: {}-bit weights have no packed kernel ({} bits)", what, bits, integer_bits_choices());
   if (codes.dim() != 2) fail("{}: codes must be (out, in), got {} dims", what, codes.dim());
   LowBitWeight w;
   w.bits = bits;
@@ -121,9 +122,8 @@ at::Tensor unpack_low_bit_codes(const LowBitWeight& w) {
     const at::Tensor low = words.index_select(2, k.div(16, "floor"))
                                .bitwise_right_shift(k.remainder(16).mul(2).to(at::kInt))
                                .bitwise_and(3);
-    const at::Tensor high = words.select(2, 2).unsqueeze(2)
-                                .bitwise_right_shift(k.to(at::kInt))
-                                .bitwise_and(1);
+    const at::Tensor high =
+        words.select(2, 2).unsqueeze(2).bitwise_right_shift(k.to(at::kInt)).bitwise_and(1);
     codes = low.bitwise_or(high.bitwise_left_shift(at::full({}, 2, ints)));
   } else if (w.bits == 4) {
     const at::Tensor j = k.remainder(16);

@@ -13,6 +13,7 @@
 #include "io/error.h"
 #include "ops/fake_quant_ste.h"
 #include "ops/host_copy.h"
+#include "ops/weight_formats.h"
 #include "quant/gguf/grid.h"
 #include "quant/rtn.h"
 #include "quant/uniform_quantizer.h"
@@ -80,8 +81,8 @@ class FakeQuantFunction : public torch::autograd::Function<FakeQuantFunction> {
 };
 
 void check_bits(int bits, const std::string& name) {
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
-    fail("{}: bits = {} (supported: 2, 3, 4, 8)", name, bits);
+  if (!ops::integer_bits_supported(bits))
+    fail("{}: bits = {} (supported: {})", name, bits, ops::integer_bits_choices());
 }
 
 // The value of `rounded` (no history) with the gradient of `x` passed straight through where

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "io/error.h"
+#include "ops/weight_formats.h"
 
 namespace rqat::quant {
 
@@ -38,8 +39,9 @@ std::optional<GptqCheckpointConfig> read_gptq_config(const io::Json& config_json
     fail("{} is missing or not an integer", field("bits"));
   // Read wide, so that 2^32 + 4 is refused rather than narrowed to 4.
   const int64_t stored_bits = bits->get<int64_t>();
-  if (stored_bits != 2 && stored_bits != 3 && stored_bits != 4 && stored_bits != 8)
-    fail("{} = {} is not supported (2, 3, 4 or 8)", field("bits"), bits->dump());
+  if (stored_bits < 0 || stored_bits > 64 ||
+      !ops::integer_bits_supported(static_cast<int>(stored_bits)))
+    fail("{} = {} is not supported ({})", field("bits"), bits->dump(), ops::integer_bits_choices());
   c.bits = static_cast<int>(stored_bits);
   const io::Json* group = find_key(*qc, "group_size");
   if (group == nullptr || !group->is_number_integer())

@@ -7,14 +7,15 @@
 #include <limits>
 
 #include "io/error.h"
+#include "ops/weight_formats.h"
 
 namespace rqat::quant {
 
 namespace {
 
 void check_bits(int bits, std::string_view what) {
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
-    fail("{}: {} bits cannot be GPTQ-packed (2, 3, 4 or 8)", what, bits);
+  if (!ops::integer_bits_supported(bits))
+    fail("{}: {} bits cannot be GPTQ-packed ({})", what, bits, ops::integer_bits_choices());
 }
 
 void check_2d(const at::Tensor& t, std::string_view what) {

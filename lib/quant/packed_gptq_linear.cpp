@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 
 #include "ops/low_bit_matmul.h"
+#include "ops/weight_formats.h"
 
 namespace rqat::quant {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 // The kernel layout of `q`, or nullopt when the kernels cannot take it (bits without a kernel, or
 // a g_idx whose groups are not runs of group_size columns once sorted).
 std::optional<ops::LowBitWeight> kernel_layout(const QuantizedWeight& q, const std::string& name) {
-  if (q.bits != 2 && q.bits != 3 && q.bits != 4 && q.bits != 8) return std::nullopt;
+  if (!ops::integer_bits_supported(q.bits)) return std::nullopt;
   const int64_t in = q.in_features();
   const int64_t group = q.group_size > 0 ? q.group_size : in;
   const at::Tensor g_idx = q.g_idx.to(at::kLong);
@@ -22,8 +23,8 @@ std::optional<ops::LowBitWeight> kernel_layout(const QuantizedWeight& q, const s
   // Act-order: sorting the columns by group must give runs of `group` columns, group 0 first.
   const at::Tensor order = std::get<1>(g_idx.sort(/*stable=*/true, 0, /*descending=*/false));
   if (!at::equal(g_idx.index_select(0, order), sequential)) return std::nullopt;
-  return ops::pack_low_bit(q.codes.index_select(1, order), q.scales, q.zeros, q.bits, group,
-                           order, name.c_str());
+  return ops::pack_low_bit(q.codes.index_select(1, order), q.scales, q.zeros, q.bits, group, order,
+                           name.c_str());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "io/error.h"
 #include "io/name_pattern.h"
+#include "ops/weight_formats.h"
 #include "quant/gguf/grid.h"
 
 namespace rqat::quant {
@@ -90,8 +91,9 @@ void QuantSpec::validate(std::string_view where) const {
     check_patterns(exclude, where, "exclude");
     return;
   }
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
-    fail("{} = {}: supported bit widths are 2, 3, 4 and 8", field_name(where, "bits"), bits);
+  if (!ops::integer_bits_supported(bits))
+    fail("{} = {}: supported bit widths are {}", field_name(where, "bits"), bits,
+         ops::integer_bits_choices());
   if (group_size != -1 && group_size < 1) {
     fail("{} = {}: must be -1 (one group per output row) or a positive number of input columns",
          field_name(where, "group_size"), group_size);

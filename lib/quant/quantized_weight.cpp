@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "io/error.h"
+#include "ops/weight_formats.h"
 #include "quant/gguf/grid.h"
 
 namespace rqat::quant {
@@ -20,8 +21,8 @@ at::Tensor QuantizedWeight::dequantize() const {
 void QuantizedWeight::validate(const std::string& name) const {
   if (gguf_grid) {
     if (bits < 2 || bits > 8) fail("{}: bits = {} (a GGUF grid has 2 to 8)", name, bits);
-  } else if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
-    fail("{}: bits = {} (supported: 2, 3, 4, 8)", name, bits);
+  } else if (!ops::integer_bits_supported(bits)) {
+    fail("{}: bits = {} (supported: {})", name, bits, ops::integer_bits_choices());
   }
   if (group_size != -1 && group_size < 1)
     fail("{}: group_size = {} (must be -1 or positive)", name, group_size);
