@@ -32,6 +32,9 @@ TEST_CASE("rms_norm inference path equals the training path and the closed form"
     // ulps of the result (|y| <= ~5 here), so 1e-5 absolute.
     CHECK((inference - training).abs().max().item<double>() < 1e-5);
     CHECK((inference - closed_form).abs().max().item<double>() < 1e-5);
+    // Training now takes the same loop (ops/rms_norm.h): the composite, its twin, is the other
+    // formulation to agree with.
+    CHECK((inference - rqat::ops::rms_norm_ref(x, w, 1e-6)).abs().max().item<double>() < 1e-5);
   }
   // bf16 stays on the composite, which normalizes in float32.
   at::NoGradGuard no_grad;

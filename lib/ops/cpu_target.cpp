@@ -1,7 +1,6 @@
 // See cpu_target.h.
 #include "ops/cpu_target.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
 

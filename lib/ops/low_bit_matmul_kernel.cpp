@@ -249,7 +249,7 @@ RQAT_INLINE void dequantize_task(const LowBitKernelArgs& a, int64_t begin, int64
   }
 }
 
-// One function per target (ops/cpu_target.h) and width.
+// One function per target (ops/cpu_target.h) and width; avx2 is ops/low_bit_matmul_avx2_kernel.h.
 template <int Bits>
 void rows_baseline(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
   rows_task<Bits, Decode::kConvert>(a, begin, end);
@@ -274,7 +274,6 @@ template <int Bits>
 void rows_on(CpuTarget target, const LowBitKernelArgs& a, int64_t begin, int64_t end) {
 #ifdef RQAT_X86_TARGETS
   if (target == CpuTarget::kAvx512) return rows_avx512<Bits>(a, begin, end);
-  if (target == CpuTarget::kAvx2) return low_bit_matmul_avx2_rows(a, begin, end);
 #endif
   (void)target;
   rows_baseline<Bits>(a, begin, end);
@@ -285,7 +284,6 @@ void dequantize_on(CpuTarget target, const LowBitKernelArgs& a, int64_t begin, i
                    float* out) {
 #ifdef RQAT_X86_TARGETS
   if (target == CpuTarget::kAvx512) return dequantize_avx512<Bits>(a, begin, end, out);
-  if (target == CpuTarget::kAvx2) return low_bit_dequantize_avx2_rows(a, begin, end, out);
 #endif
   (void)target;
   dequantize_baseline<Bits>(a, begin, end, out);
@@ -298,6 +296,8 @@ void low_bit_matmul_cpu(const LowBitKernelArgs& args) {
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, args.out / 64));
   const CpuTarget target = cpu_target();
   at::parallel_for(0, args.out, grain, [&](int64_t begin, int64_t end) {
+    // The AVX2 kernel is a file of its own and switches on the width itself.
+    if (target == CpuTarget::kAvx2) return low_bit_matmul_avx2_rows(args, begin, end);
     switch (args.bits) {
       case 2:
         return rows_on<2>(target, args, begin, end);
@@ -315,6 +315,8 @@ void low_bit_dequantize_rows(const LowBitKernelArgs& args, int64_t begin, int64_
   const CpuTarget target = cpu_target();
   at::parallel_for(begin, end, /*grain_size=*/8, [&](int64_t first, int64_t last) {
     float* rows_out = out + (first - begin) * args.x_stride;
+    if (target == CpuTarget::kAvx2)
+      return low_bit_dequantize_avx2_rows(args, first, last, rows_out);
     switch (args.bits) {
       case 2:
         return dequantize_on<2>(target, args, first, last, rows_out);

@@ -31,6 +31,19 @@ at::Tensor perturbed_if_faulty(at::Tensor out) {
   return perturbed;
 }
 
+// y = rms_norm(x) through the CPU forward loop (float32 CPU tensors), and 1/rms per row when
+// `rstd` is given (the backward's input).
+at::Tensor forward_on_cpu(const at::Tensor& x, const at::Tensor& weight, double eps,
+                          at::Tensor* rstd) {
+  const int64_t dim = x.size(-1), rows = dim == 0 ? 0 : x.numel() / dim;
+  auto y = at::empty_like(x, at::MemoryFormat::Contiguous);
+  if (rstd != nullptr) *rstd = at::empty({rows}, x.options());
+  rms_norm_forward_cpu(x.data_ptr<float>(), weight.data_ptr<float>(), static_cast<float>(eps), rows,
+                       dim, y.data_ptr<float>(),
+                       rstd != nullptr ? rstd->data_ptr<float>() : nullptr);
+  return y;
+}
+
 // Forward and backward through rqat's CPU loops; saves x and r (rows floats) for the backward.
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
@@ -38,11 +51,8 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
                             const at::Tensor& weight_in, double eps) {
     RQAT_MARK_KERNEL("rqat::rms_norm_forward");
     const auto x = x_in.contiguous(), weight = weight_in.contiguous();
-    const int64_t dim = x.size(-1), rows = dim == 0 ? 0 : x.numel() / dim;
-    auto y = at::empty_like(x, at::MemoryFormat::Contiguous);
-    auto rstd = at::empty({rows}, x.options());
-    rms_norm_forward_cpu(x.data_ptr<float>(), weight.data_ptr<float>(), static_cast<float>(eps),
-                         rows, dim, y.data_ptr<float>(), rstd.data_ptr<float>());
+    at::Tensor rstd;
+    auto y = forward_on_cpu(x, weight, eps, &rstd);
     ctx->save_for_backward({x, weight, rstd});
     return perturbed_if_faulty(y);
   }
@@ -129,12 +139,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   if (!at::GradMode::is_enabled() && x.is_cpu() && x.scalar_type() == at::kFloat &&
       weight.scalar_type() == at::kFloat && weight.is_cpu()) {
     check_shapes(x, weight);
-    const auto input = x.contiguous(), w = weight.contiguous();
-    auto y = at::empty_like(input, at::MemoryFormat::Contiguous);
-    const int64_t dim = input.size(-1), rows = dim == 0 ? 0 : input.numel() / dim;
-    rms_norm_forward_cpu(input.data_ptr<float>(), w.data_ptr<float>(), static_cast<float>(eps),
-                         rows, dim, y.data_ptr<float>(), nullptr);
-    return y;
+    return forward_on_cpu(x.contiguous(), weight.contiguous(), eps, nullptr);
   }
   // (use_custom_kernel last: it counts the call as the kernel's.)
   if (fused_rms_norm_supported(x, weight) && use_custom_kernel(Kernel::kRmsNorm, x.device()))
