@@ -20,7 +20,7 @@
 
 #include "gpu_cost.h"
 
-#include "cli/engine_flags.h"
+#include "cli/option_flags.h"
 #include "cli/runtime_flags.h"
 #include "generation/generation_engine.h"
 #include "io/error.h"
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   // The engine's own flags (--max-batch, --kv-cache-gb, --kv-block-size, ...); --max-batch 0
   // here means every row at once.
-  rqat::cli::add_engine_flags(app, options);
+  rqat::cli::add_option_flags(app, options);
   app.add_option("--temperature", sampling.temperature, "Sampling temperature (0: greedy)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

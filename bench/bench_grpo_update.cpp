@@ -10,7 +10,7 @@
 
 #include "gpu_cost.h"
 
-#include "cli/grpo_flags.h"
+#include "cli/grpo_config.h"
 #include "cli/runtime_flags.h"
 #include "io/manifest.h"
 #include "ops/kernel_choice.h"
@@ -18,11 +18,11 @@
 int main(int argc, char** argv) {
   rqat::io::set_process_args(argc, argv);
   CLI::App app{"rqat GRPO update benchmark: launches and host reads of one policy update"};
-  rqat::cli::GrpoFlags flags;
-  rqat::cli::add_grpo_flags(app, flags);
+  rqat::cli::GrpoConfig config;
+  rqat::cli::add_config_flags(app, config);
   CLI11_PARSE(app, argc, argv);
   return rqat::cli::run_tool("bench_grpo_update", [&] {
-    const auto options = flags.resolve();
+    const auto options = config.resolve();
     const auto cost = rqat::bench::grpo_update_cost(options);
     std::cout << fmt::format(
         "rqat grpo update ({} policy, {} prompts x {} samples, --kernels {}), counted at the "

@@ -110,7 +110,7 @@ OpCounts qat_step_counts(const test::TempDir& dir, int64_t layers) {
   o.model_dir = write_model(dir, layers);
   o.teacher_dir = o.model_dir;
   o.out_dir = dir / fmt::format("qat{}", layers);
-  o.bits = 4;
+  o.spec.bits = 4;
   o.spec.group_size = 16;
   o.data.path = dir / "chat.jsonl";
   o.data.use_chat_template = true;
@@ -147,7 +147,7 @@ OpCounts grpo_update_counts(const test::TempDir& dir, int64_t layers) {
   o.num_generations = 4;
   o.max_new_tokens = 6;
   o.keep_degenerate_groups = true;
-  o.bits = 4;
+  o.spec.bits = 4;
   o.spec.group_size = 16;
   o.loss.kl_beta = 0.01;
   o.trainer.lr.peak_lr = 1e-3;

@@ -15,6 +15,7 @@
 #include "generation/generation_engine.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "io/stop_request.h"
 #include "model/init.h"
 #include "model/model_dir.h"
 #include "quant/nf4.h"
@@ -23,7 +24,6 @@
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/grpo_command.h"
-#include "io/stop_request.h"
 
 #include <atomic>
 #include <csignal>
@@ -105,7 +105,7 @@ tools::GrpoCommandOptions toy_options(const test::TempDir& dir, const std::files
   o.trainer.log_every = 10;
   o.trainer.seed = 1;
   if (mode != tools::PolicyMode::kFull) {
-    o.bits = 4;
+    o.spec.bits = 4;
     o.spec.group_size = -1;
   }
   o.lora.rank = 8;

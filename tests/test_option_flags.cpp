@@ -71,3 +71,65 @@ TEST_CASE("option flags: skipped options are absent; a bad enum value names the 
   }
   CHECK(o.format == DataFormat::kAuto);
 }
+
+namespace {
+
+// A declaration using every flag form (io::FlagForm) and a nested, prefixed section.
+struct FormOptions {
+  std::string file;
+  int jobs = 1;
+  int watch = 0;
+  bool graphs = true;
+  std::string name;
+  TextDataOptions data;
+
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    using rqat::io::Role;
+    v.value(self.file, "file", "Input", Role::kSetting, {.required = true, .positional = true});
+    v.value(self.jobs, "jobs", "Jobs", Role::kRunControl, {.alias = "j"});
+    v.value(self.watch, "watch", "Seconds", Role::kRunControl, {.implicit = "10"});
+    v.value(self.graphs, "graphs", "Graphs", Role::kRunControl, {.negation = "no-graphs"});
+    v.value(self.name, "run-dir", "Directory", Role::kRunControl, {.alias = "out"});
+    rqat::io::section(v, "Data", self.data, {.prefix = "d-", .skip = {"chat"}});
+  }
+};
+
+FormOptions parse_forms(std::vector<std::string> args) {
+  FormOptions o;
+  CLI::App app("test");
+  rqat::cli::add_option_flags(app, o);
+  std::reverse(args.begin(), args.end());
+  app.parse(args);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("option flags: positional, required, aliases, implicit values, negations, sections") {
+  auto o = parse_forms(
+      {"in.jsonl", "-j", "3", "--watch", "--no-graphs", "--out", "r", "--d-format", "jsonl"});
+  CHECK(o.file == "in.jsonl");
+  CHECK(o.jobs == 3);
+  CHECK(o.watch == 10);  // given alone
+  CHECK_FALSE(o.graphs);
+  CHECK(o.name == "r");
+  CHECK(o.data.format == DataFormat::kJsonl);
+  o = parse_forms({"in.jsonl", "--jobs", "2", "--watch", "4", "--run-dir", "s"});
+  CHECK((o.jobs == 2 && o.watch == 4 && o.graphs && o.name == "s"));
+  CHECK_THROWS_AS(parse_forms({"--jobs", "2"}), CLI::RequiredError);  // no file
+  CHECK_THROWS_AS(parse_forms({"f", "--d-chat"}), CLI::ExtrasError);  // skipped in the section
+  // The JSON visitors see the same names, without the flag forms.
+  const auto json = rqat::io::options_json(FormOptions{});
+  CHECK(json.contains("run_dir"));
+  CHECK(json.contains("d_format"));
+  CHECK_FALSE(json.contains("d_chat"));
+  CHECK_FALSE(rqat::io::settings_json(FormOptions{}).contains("jobs"));
+  // --help lists the section under its title.
+  FormOptions help_options;
+  CLI::App app("test");
+  rqat::cli::add_option_flags(app, help_options);
+  const std::string help = app.help();
+  CHECK(help.find("Data:") != std::string::npos);
+  CHECK(help.find("--d-format") > help.find("Data:"));
+}

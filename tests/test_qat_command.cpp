@@ -18,20 +18,6 @@ using namespace rqat;
 
 namespace {
 
-// A random Qwen3 model whose vocabulary covers the test tokenizer (259 ids), saved with it.
-std::filesystem::path write_model(const test::TempDir& dir) {
-  test::byte_level_test_tokenizer(dir);
-  auto config = test::tiny_config(model::Family::kQwen3, /*tied=*/false);
-  config.vocab_size = 260;
-  config.eos_token_ids = {258};
-  model::CausalLM model(config, at::TensorOptions(at::kFloat));
-  model::init_random(model, 5, 0.1);
-  model::SaveOptions save;
-  save.tokenizer_from = dir.path();
-  model::save_causal_lm(model, dir / "model", save);
-  return dir / "model";
-}
-
 tools::QatCommandOptions chat_options(const test::TempDir& dir,
                                       const std::filesystem::path& model) {
   std::ofstream(dir / "chat.jsonl") << R"({"q": "1+1?", "a": "2, so \\boxed{2}"})"
@@ -45,7 +31,7 @@ tools::QatCommandOptions chat_options(const test::TempDir& dir,
   tools::QatCommandOptions o;
   o.model_dir = model;
   o.out_dir = dir / "out";
-  o.bits = 4;
+  o.spec.bits = 4;
   o.spec.group_size = -1;
   o.data.path = dir / "chat.jsonl";
   o.data.use_chat_template = true;
@@ -64,7 +50,7 @@ tools::QatCommandOptions chat_options(const test::TempDir& dir,
 
 TEST_CASE("qat-sft on chat data with eval-math on a toy benchmark during training", "[qat]") {
   test::TempDir dir("qat_command_chat");
-  const auto model = write_model(dir);
+  const auto model = test::write_byte_level_model(dir);
   std::ofstream(dir / "toy.jsonl") << R"({"problem": "1+1?", "answer": "2"})"
                                    << "\n"
                                    << R"({"problem": "2+3?", "answer": "5"})"
@@ -99,9 +85,9 @@ TEST_CASE("qat-sft on chat data with eval-math on a toy benchmark during trainin
 
 TEST_CASE("--bits 16 trains in full precision and writes no quantized state", "[qat]") {
   test::TempDir dir("qat_command_fp");
-  const auto model = write_model(dir);
+  const auto model = test::write_byte_level_model(dir);
   auto o = chat_options(dir, model);
-  o.bits = 16;
+  o.spec.bits = 16;
   o.trainer.steps = 4;
   o.trainer.lr.peak_lr = 5e-3;
   std::ostringstream log;
@@ -114,7 +100,7 @@ TEST_CASE("--bits 16 trains in full precision and writes no quantized state", "[
 
 TEST_CASE("qat settings are checked before training", "[qat]") {
   test::TempDir dir("qat_command_errors");
-  const auto model = write_model(dir);
+  const auto model = test::write_byte_level_model(dir);
   auto o = chat_options(dir, model);
   std::ostringstream log;
   auto too_long = o;

@@ -53,7 +53,7 @@ Outcome run_training(const std::filesystem::path& model_dir, const std::filesyst
   o.model_dir = model_dir;
   o.out_dir = out;
   if (objective == tools::QatObjective::kKd) o.teacher_dir = model_dir;
-  o.bits = 2;
+  o.spec.bits = 2;
   o.spec.group_size = 32;
   o.data.path = data;
   o.sequences.max_length = 128;

@@ -2,9 +2,15 @@
 // are quantized by default and with overrides, group counts for uneven groups, describe().
 #include <ATen/ATen.h>
 
+#include <set>
+#include <string>
+#include <string_view>
+
 #include "ops/low_bit_weight.h"
 #include "ops/weight_formats.h"
+#include "quant/gguf/grid.h"
 #include "quant/gptq_packing.h"
+#include "quant/nf4_linear.h"
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
 #include "test_util.h"
@@ -239,7 +245,7 @@ TEST_CASE("every bit-width check follows the one table of integer formats") {
   for (int bits = -1; bits <= 17; ++bits) {
     INFO("bits " << bits);
     const bool listed = rqat::ops::integer_weight_format(bits) != nullptr;
-    if (listed) CHECK(rqat::ops::integer_weight_format(bits)->max_code == (1 << bits) - 1);
+    if (listed) CHECK(rqat::ops::integer_weight_format(bits)->max_code() == (1 << bits) - 1);
     QuantSpec spec;
     spec.bits = bits;
     const auto codes = at::zeros({2, 32}, at::kInt);
@@ -262,4 +268,56 @@ TEST_CASE("every bit-width check follows the one table of integer formats") {
           {"cannot be GPTQ-packed", "2, 3, 4 or 8"});
     }
   }
+}
+
+// The one table of weight formats (ops/weight_formats.h) against what each format is elsewhere:
+// GGUF's block sizes from the file format's own table (io/gguf_file.h), QLoRA's NF4 (4 bits,
+// blocks of 64), and the names `--grid` parses and manifests write.
+TEST_CASE("the weight format table: one row per grid, consistent with each format") {
+  using rqat::io::GgufType;
+  using rqat::ops::WeightGrid;
+  std::set<std::string_view> names;
+  for (const auto& format : rqat::ops::kWeightFormats) {
+    INFO(format.name);
+    CHECK(names.insert(format.name).second);
+    CHECK(rqat::ops::weight_format(format.name) == &format);
+    CHECK(format.max_code() == (int64_t{1} << format.bits) - 1);
+    if (format.grid != WeightGrid::kGguf) CHECK_FALSE(format.gguf_type);
+  }
+  // Every GGUF block type has exactly one grid row, and f32/f16/bf16 none.
+  for (int i = 0; i < static_cast<int>(GgufType::kCount); ++i) {
+    const auto type = static_cast<GgufType>(i);
+    INFO(rqat::enum_name(type));
+    const bool plain = type == GgufType::kF32 || type == GgufType::kF16 || type == GgufType::kBF16;
+    CHECK(rqat::quant::has_gguf_grid(type) == !plain);
+    if (plain) {
+      require_error([&] { rqat::quant::gguf_grid_info(type); }, {"no block type with a grid"});
+      continue;
+    }
+    const auto* format = rqat::ops::gguf_weight_format(type);
+    REQUIRE(format != nullptr);
+    CHECK(format->name == "gguf-" + std::string(rqat::enum_name(type)));
+    CHECK(rqat::quant::parse_gguf_grid(format->name, "--grid") == type);
+    CHECK(rqat::quant::gguf_grid_name(type) == format->name);
+    // The grid's block is the file format's block, which its sub-blocks divide.
+    CHECK(format->block == rqat::io::gguf_type_info(type).block_elements);
+    CHECK(format->block % format->sub_block == 0);
+    CHECK(format->super_scales == (format->block == 256));
+    const auto info = rqat::quant::gguf_grid_info(type);
+    CHECK((info.bits == format->bits && info.sub_block == format->sub_block &&
+           info.block == format->block && info.min_form == format->min_form &&
+           info.zero == format->zero));
+    // Zero form keeps its zero point inside the codes; min form has none.
+    CHECK((format->min_form ? format->zero == 0 : format->zero <= format->max_code()));
+  }
+  CHECK(rqat::ops::weight_format_names(WeightGrid::kGguf) ==
+        "gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q2_k, gguf-q3_k, gguf-q4_k, gguf-q5_k, gguf-q6_k");
+  require_error([] { rqat::quant::parse_gguf_grid("int4", "--grid"); },
+                {"--grid = 'int4'", "gguf-q6_k"});
+  // NF4 as QLoRA publishes it, and the defaults that follow from its row.
+  const auto* nf4 = rqat::ops::weight_format("nf4");
+  REQUIRE(nf4 != nullptr);
+  CHECK((nf4->grid == WeightGrid::kNf4 && nf4->bits == 4 && nf4->sub_block == 64));
+  CHECK(rqat::quant::Nf4Options{}.block_size == 64);
+  CHECK(rqat::quant::Nf4Options{}.to_json(QuantSpec{})["bits"] == 4);
 }

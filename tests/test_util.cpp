@@ -16,6 +16,7 @@
 
 #include "io/error.h"
 #include "model/init.h"
+#include "model/model_dir.h"
 #include "model/paged_step.h"
 #include "tokenizer/byte_level.h"
 #include "tools/llama2c_convert.h"
@@ -265,6 +266,19 @@ ops::LowBitWeight random_low_bit_weight(at::Generator& gen, int bits, int64_t ou
   const at::Tensor zeros = at::randint(0, levels, {out, groups}, gen, at::kFloat);
   const at::Tensor order = permuted ? at::randperm(in, gen, at::kLong) : at::Tensor();
   return ops::pack_low_bit(codes, scales, zeros, bits, group, order, "test");
+}
+
+std::filesystem::path write_byte_level_model(const TempDir& dir) {
+  byte_level_test_tokenizer(dir);
+  auto config = tiny_config(model::Family::kQwen3, /*tied=*/false);
+  config.vocab_size = 260;
+  config.eos_token_ids = {258};
+  model::CausalLM model(config, at::TensorOptions(at::kFloat));
+  model::init_random(model, 5, 0.1);
+  model::SaveOptions save;
+  save.tokenizer_from = dir.path();
+  model::save_causal_lm(model, dir / "model", save);
+  return dir / "model";
 }
 
 }  // namespace rqat::test

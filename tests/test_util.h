@@ -86,6 +86,10 @@ void require_error(const std::function<void()>& fn, std::initializer_list<std::s
 // special tokens <|endoftext|> = 256, <|im_start|> = 257, <|im_end|> = 258 and a ChatML template.
 std::shared_ptr<const tokenizer::Tokenizer> byte_level_test_tokenizer(const TempDir& dir);
 
+// DIR/model: a random tiny untied Qwen3 (seed 5, std 0.1) whose 260 ids cover the byte-level test
+// tokenizer (eos <|im_end|>), saved with that tokenizer; returns its directory.
+std::filesystem::path write_byte_level_model(const TempDir& dir);
+
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
 std::string read_bytes(const std::filesystem::path& path);
 

@@ -1,10 +1,10 @@
 // grpo: GRPO reinforcement learning for full-precision, quantization-aware and QLoRA policies
-// (docs/grpo.md). Flags only; the work is in lib/rl/grpo_command.
+// (docs/grpo.md). Flags only: they are cli/grpo_config.h's, the work is lib/tools/grpo_command.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
-#include "cli/grpo_flags.h"
+#include "cli/grpo_config.h"
 #include "cli/runtime_flags.h"
 #include "io/manifest.h"
 
@@ -13,12 +13,12 @@ int main(int argc, char** argv) {
   CLI::App app{
       "grpo: GRPO reinforcement learning for full-precision, quantization-aware and QLoRA "
       "policies"};
-  rqat::cli::GrpoFlags flags;
-  rqat::cli::add_grpo_flags(app, flags);
+  rqat::cli::GrpoConfig config;
+  rqat::cli::add_config_flags(app, config);
   CLI11_PARSE(app, argc, argv);
   int exit_code = 0;
   const int status = rqat::cli::run_tool("grpo", [&] {
-    exit_code = rqat::tools::run_grpo_command(flags.resolve(), std::cout).exit_code;
+    exit_code = rqat::tools::run_grpo_command(config.resolve(), std::cout).exit_code;
   });
   return status != 0 ? status : exit_code;
 }

@@ -54,13 +54,17 @@ void RuntimeFlags::apply() const {
   ops::set_low_bit_activations(low_bit_activations);
 }
 
-void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
+void one_line_parse_errors(CLI::App& app) {
   // CLI11's own errors (an unknown flag, a bad enum name) in run_tool's one-line form.
   app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
     std::string tool = failed->get_name();
     if (const auto slash = tool.rfind('/'); slash != std::string::npos) tool.erase(0, slash + 1);
     return fmt::format("{}: error: {}\n", tool.empty() ? "rqat" : tool, e.what());
   });
+}
+
+void add_runtime_flags(CLI::App& app, RuntimeFlags& flags) {
+  one_line_parse_errors(app);
   add_option_flags(app, flags);
 }
 

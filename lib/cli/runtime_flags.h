@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "cli/option_flags.h"
 #include "io/options.h"
 #include "ops/kernel_choice.h"
 #include "ops/low_bit_matmul.h"
@@ -29,7 +30,8 @@ struct RuntimeFlags {
   static void for_each(Self& self, Visitor& v) {
     using io::Role;
     v.value(self.dtype, "dtype", "Compute dtype: f32, bf16 or auto (bf16 on CUDA, f32 on CPU)");
-    v.value(self.device, "device", "Device: cpu, cuda, cuda:N or auto");
+    // A resumed run may continue on another device (a requeued job lands where it lands).
+    v.value(self.device, "device", "Device: cpu, cuda, cuda:N or auto", Role::kRunControl);
     v.value(self.threads, "threads", "CPU threads (0: all cores)", Role::kRunControl);
     v.value(self.dequantize, "dequantize",
             "GPTQ checkpoints: dequantize the quantized layers at load (default: compute from the "
@@ -56,8 +58,18 @@ struct RuntimeFlags {
   static ops::KernelMode environment_kernel_mode();
 };
 
-// The flags of RuntimeFlags; also makes CLI11's parse errors one line ("TOOL: error: ...").
+// Makes CLI11's parse errors one line ("TOOL: error: ...", as run_tool's).
+void one_line_parse_errors(CLI::App& app);
+
+// The flags of RuntimeFlags, with one-line parse errors.
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
+
+// The flags of a tool's configuration (cli/*_config.h), with one-line parse errors.
+template <class Config>
+void add_config_flags(CLI::App& app, Config& config) {
+  one_line_parse_errors(app);
+  add_option_flags(app, config);
+}
 
 // Makes every allocation of 1 MiB or more a separate mapping that returns to the system when
 // freed. glibc otherwise raises its mmap threshold after the first large frees and serves later

@@ -20,6 +20,7 @@
 
 #include "generation/sampling.h"
 #include "io/enum_names.h"
+#include "io/options.h"
 #include "model/decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,7 +69,27 @@ struct EngineOptions {
   bool cuda_graphs = true;  // CUDA: replay a captured graph per batch-size bucket for decode steps
   // Polled between steps; when it says true, generate() returns the samples finished so far
   // (stats().stopped is set): a signal's stop of a long evaluation (io/stop_request.h).
-  std::function<bool()> stop_requested;
+  std::function<bool()> stop_requested = {};
+
+  // The flags every generating tool offers (eval-math, grpo's rollouts as --rollout-batch, rqat
+  // generate and traces), declared once (io/options.h). They change memory and speed, not the
+  // samples: run control.
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    using io::Role;
+    v.value(self.max_batch, "max-batch", "Sequences decoded together at most", Role::kRunControl);
+    v.value(self.kv_cache_gb, "kv-cache-gb",
+            "KV cache budget in GiB (0: what the run can use; on CUDA at most "
+            "--gpu-memory-fraction of the free memory)",
+            Role::kRunControl);
+    v.value(self.block_size, "kv-block-size", "Positions per KV cache block (a power of two)",
+            Role::kRunControl);
+    v.value(self.gpu_memory_fraction, "gpu-memory-fraction",
+            "CUDA: fraction of the free memory the default KV budget may take", Role::kRunControl);
+    v.value(self.cuda_graphs, "cuda-graphs",
+            "CUDA: replay captured graphs for decode steps (default on)", Role::kRunControl,
+            {.negation = "no-cuda-graphs"});
+  }
 };
 
 // What the last generate() call did (for tests and benchmarks).

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/weight_formats.h"
+
 namespace rqat::quant {
 
 // The published NF4 levels (QLoRA, appendix E; bitsandbytes' NF4 table), ascending; index 7 is 0.
@@ -39,6 +41,8 @@ inline constexpr std::array<float, 16> kNf4Levels = {-1.0f,
                                                      1.0f};
 
 inline constexpr int64_t kNf4NestedBlockSize = 256;
+// The NF4 row of ops/weight_formats.h: 4-bit codes, QLoRA's default block of 64.
+inline constexpr const ops::WeightFormat& kNf4Format = *ops::weight_format("nf4");
 
 struct Nf4Weight {
   at::Tensor packed;  // uint8 (ceil(numel / 2)): codes 2i (high nibble) and 2i+1 (low nibble)
@@ -46,7 +50,7 @@ struct Nf4Weight {
   // its double-quantized value.
   at::Tensor absmax;
   std::vector<int64_t> shape;
-  int64_t block_size = 64;
+  int64_t block_size = kNf4Format.sub_block;
   // Double quantization: absmax's 8-bit codes, the float32 absmax of each of their blocks of 256,
   // and the offset; undefined / 0 without it.
   bool double_quant = false;
@@ -63,7 +67,8 @@ const std::array<float, 256>& dynamic_map_signed();
 // w: any shape, any float dtype, finite (computed in float32 on w's device). A value exactly
 // between two levels takes the lower one; an all-zero block has absmax 0 and decodes to zeros.
 // Throws rqat::Error for block_size < 2 or odd, an empty or non-finite w.
-Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size = 64, bool double_quant = false);
+Nf4Weight nf4_quantize(const at::Tensor& w, int64_t block_size = kNf4Format.sub_block,
+                       bool double_quant = false);
 
 // The codes, one uint8 in [0, 16) per element, in w's shape.
 at::Tensor nf4_codes(const Nf4Weight& q);

@@ -8,7 +8,7 @@
 namespace rqat::quant {
 
 io::Json Nf4Options::to_json(const QuantSpec& selection) const {
-  return {{"bits", 4},
+  return {{"bits", kNf4Format.bits},
           {"group_size", block_size},
           {"format", "nf4"},
           {"double_quant", double_quant},

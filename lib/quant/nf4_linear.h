@@ -22,7 +22,7 @@ namespace rqat::quant {
 // (BitsAndBytesConfig: blocks of 64, no double quantization); study A's QLoRA uses double
 // quantization.
 struct Nf4Options {
-  int64_t block_size = 64;
+  int64_t block_size = kNf4Format.sub_block;
   bool double_quant = false;
 
   template <class Self, class Visitor>

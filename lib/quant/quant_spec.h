@@ -12,11 +12,17 @@
 
 #include "io/gguf_file.h"
 #include "io/json_file.h"
+#include "io/options.h"
 
 namespace rqat::quant {
 
 struct QuantSpec {
-  int bits = 4;              // 2, 3, 4 or 8
+  // The trainers' bits beyond the formats': their input's quant state (their default), or no
+  // quantization. A spec that quantizes holds a width of ops/weight_formats.h.
+  static constexpr int kBitsOfInput = 0;
+  static constexpr int kFullPrecisionBits = 16;
+
+  int bits = 4;              // 2, 3, 4 or 8 (the trainers: also kBitsOfInput, kFullPrecisionBits)
   int64_t group_size = 128;  // consecutive input columns sharing (scale, zero); -1: one per row
   bool symmetric = false;    // asymmetric (integer zero point) by default
   bool clip_search = false;  // shrink the range to minimize the weight's squared error (GPTQ mse)
@@ -32,13 +38,33 @@ struct QuantSpec {
   // llama.cpp's grid of a GGUF block type instead of the uniform one (quant/gguf/grid.h): bits
   // and group size are then the type's (use_gguf_grid sets them), the scales those of llama.cpp's
   // reference quantizer, and the layers export to that GGUF type with no rounding error.
-  std::optional<io::GgufType> gguf_grid;
+  std::optional<io::GgufType> gguf_grid = {};
   // Which linear layers are quantized, as ECMAScript regexes matched against the whole Hugging
   // Face module name (e.g. "model.layers.3.self_attn.q_proj"). A layer is quantized when it
   // matches some include pattern and no exclude pattern. Default: every linear layer inside the
   // decoder blocks; embeddings and lm_head stay in full precision.
   std::vector<std::string> include = {R"(model\.layers\.\d+\..*)"};
   std::vector<std::string> exclude = {};
+
+  // The flags of a spec, declared once (io/options.h): ptq's, and the trainers' RTN start (the
+  // GGUF grid is a flag of the tools, cli/quant_config.h, parsed from its own spelling).
+  template <class Self, class Visitor>
+  static void for_each(Self& self, Visitor& v) {
+    v.value(self.bits, "bits",
+            "Weight bits: 2, 3, 4 or 8; the trainers also take 16 (full precision) and 0 (their "
+            "input's quant state)");
+    v.value(self.group_size, "group-size",
+            "Input columns per (scale, zero) group; -1: one per output channel (a smaller last "
+            "group when it does not divide the layer's inputs)");
+    v.value(self.symmetric, "sym", "Symmetric quantization (default: asymmetric)");
+    v.value(self.clip_search, "clip", "Search a clipped range minimizing the weight error");
+    v.value(self.per_tensor, "per-tensor", "One scale for the whole weight (with --group-size -1)");
+    v.value(self.v1_zeros, "v1-zeros",
+            "Asymmetric zero points >= 1, storable in GPTQ v1 (set by --export gptq)");
+    v.value(self.include, "include",
+            "Regexes of module names to quantize (default: every linear in the blocks)");
+    v.value(self.exclude, "exclude", "Regexes of module names kept in full precision");
+  }
 
   // Puts the spec on `type`'s grid (bits and group size from it; symmetric and clip search off).
   void use_gguf_grid(io::GgufType type);

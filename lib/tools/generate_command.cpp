@@ -21,8 +21,8 @@ std::vector<GenerationResult> run_generate_command(const GenerateCommandOptions&
                                                    std::ostream& out) {
   if (options.n < 1) fail("--n must be >= 1, got {}", options.n);
   if (options.prompt.empty()) fail("--prompt is empty");
-  auto model =
-      quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
+  auto model = quant::load_model(
+      options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
   auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
 
   GenerationRequest request;

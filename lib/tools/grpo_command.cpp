@@ -78,10 +78,10 @@ Policy load_mode_policy(const GrpoCommandOptions& o, c10::Device device) {
     p.lora_layers = attach_lora(*p.model, o.lora, o.lora_targets);
     return p;
   }
-  const QuantPlan plan = plan_quantization(o.model_dir, o.bits, o.spec, o.init);
+  const QuantPlan plan = plan_quantization(o.model_dir, o.spec, o.init);
   std::vector<std::string> layers;
-  p.spec =
-      attach_quant_plan(*p.model, plan, o.model_dir, o.bits, o.fake_quant, std::nullopt, layers);
+  p.spec = attach_quant_plan(*p.model, plan, o.model_dir, o.spec.bits, o.fake_quant, std::nullopt,
+                             layers);
   if (o.mode == PolicyMode::kQat) {
     p.quantized = plan.quantize;
     return p;
@@ -120,6 +120,7 @@ io::Json grpo_fingerprint(const GrpoCommandOptions& o, const Policy& policy, siz
                                                                   : io::Json(nullptr)}};
   fingerprint.update(io::settings_json(o));  // mode, rollouts, objective, ... at the top level
   fingerprint["optimizer"] = trainer_fingerprint(o.trainer);
+  if (!o.record.settings.is_null()) fingerprint["options"] = o.record.settings;
   return fingerprint;
 }
 
@@ -188,6 +189,7 @@ void write_artifact(const GrpoCommandOptions& o, Policy& policy, const io::Json&
   manifest.config.erase("model");
   manifest.config["world_size"] = world_size;
   manifest.config["shard"] = enum_name(o.trainer.shard);
+  if (!o.record.options.is_null()) manifest.config["options"] = o.record.options;
   manifest.metrics = {
       {"steps", result.steps_done},
       {"final_reward", result.mean_rewards.empty() ? 0.0 : result.mean_rewards.back()}};

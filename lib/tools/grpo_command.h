@@ -54,9 +54,8 @@ struct GrpoCommandOptions {
   eval::BenchmarkSpec fields;  // name, problem/answer/id fields
   eval::PromptOptions prompt;  // chat template, instruction, system prompt (as eval-math)
   size_t max_prompts = 0;      // 0: all
-  // qat / qlora quantization (as qat-sft's flags).
-  std::optional<int> bits;
-  quant::QuantSpec spec;
+  // qat / qlora quantization (as qat-sft's: spec.bits 0 = the quant state's, 16 = none).
+  quant::QuantSpec spec{.bits = quant::QuantSpec::kBitsOfInput};
   train::QuantInit init = train::QuantInit::kAuto;
   quant::FakeQuantOptions fake_quant;
   // Study A's hook variant: every linear layer's output fake-quantized (any mode; off by default).
@@ -94,6 +93,9 @@ struct GrpoCommandOptions {
   at::ScalarType dtype = at::kFloat;
   bool dequantize = false;  // a GPTQ policy checkpoint: dequantize at load (default: packed)
   c10::Device device = c10::kCPU;
+  // The tool's declared options as given (cli/*_config.h): the manifest records them all, the
+  // resume fingerprint their settings. Null when made without a configuration (tests, benches).
+  io::OptionsRecord record;
 
   // The options of the policy, the rollouts and the objective, each once (io/options.h): their
   // flags and the settings part of the resume fingerprint derive from this list. (Inputs,

@@ -77,8 +77,8 @@ NllReport run_nll_command(const NllCommandOptions& options, std::ostream& out) {
     fail("{}: no tokens to score ({} documents, {} target tokens)", options.data.path.string(),
          data.documents.size(), data.target_tokens);
 
-  auto model =
-      quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
+  auto model = quant::load_model(
+      options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
   model->eval();
   NllReport report;
   report.documents = static_cast<int64_t>(data.documents.size());

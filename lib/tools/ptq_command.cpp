@@ -168,6 +168,7 @@ void write_ptq_manifest(const PtqCommandOptions& options, const PtqOptions& ptq,
   manifest.config["batch_size"] = ptq.batch_size;
   manifest.config["export"] = options.export_format;
   manifest.config["calibration"] = calibration ? calibration->record : io::Json(nullptr);
+  if (!options.record.options.is_null()) manifest.config["options"] = options.record.options;
   manifest.metrics["quantized_layers"] = result.ptq.reports.size();
   manifest.metrics["mean_relative_error"] = std::isnan(result.mean_relative_error)
                                                 ? io::Json(nullptr)

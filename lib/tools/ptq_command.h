@@ -21,6 +21,7 @@
 #include <string>
 
 #include "io/gguf_file.h"
+#include "io/options.h"
 #include "quant/calibration.h"
 #include "quant/ptq.h"
 
@@ -34,8 +35,11 @@ struct PtqCommandOptions {
   std::string export_format;  // "", "gptq" or "gptq_v2" (uniform methods), "bnb" (nf4), "gguf"
   std::optional<io::GgufType> gguf_type;  // --export gguf: the matrices' type (default: --grid's)
   std::optional<io::GgufType> gguf_embedding_type;  // and the embeddings' (default: gguf_type)
-  at::ScalarType dtype = at::kFloat;  // compute dtype
+  at::ScalarType dtype = at::kFloat;                // compute dtype
   c10::Device device = c10::kCPU;
+  // ptq's declared options as given (cli/ptq_config.h), which the manifest records. Null when
+  // made without a configuration (tests, benches).
+  io::OptionsRecord record;
 };
 
 struct PtqCommandResult {

@@ -258,6 +258,7 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
   manifest.config["activation_checkpointing"] = options.activation_checkpointing;
   manifest.config["shard"] = enum_name(options.trainer.shard);
   manifest.config["export"] = options.export_format;
+  if (!options.record.options.is_null()) manifest.config["options"] = options.record.options;
   manifest.metrics = {{"steps", train.steps_done},
                       {"final_loss", train.last_loss},
                       {"tokens_per_second", train.tokens_per_second}};
@@ -273,8 +274,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
   const char* tool = tool_name(options.objective);
   check_flags_and_files(options);
   const auto config = model::ModelConfig::load(options.model_dir / "config.json");
-  const QuantPlan plan =
-      plan_quantization(options.model_dir, options.bits, options.spec, options.init);
+  const QuantPlan plan = plan_quantization(options.model_dir, options.spec, options.init);
   check_plan(options, config, plan);
   const fs::path teacher_dir =
       options.objective == QatObjective::kKd ? resolve_teacher(options) : fs::path();
@@ -298,7 +298,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
   auto student = quant::load_model(options.model_dir, model::LoadOptions{at::kFloat, device});
   std::vector<std::string> quantized;
   const quant::QuantSpec spec =
-      attach_quant_plan(*student, plan, options.model_dir, options.bits, options.fake_quant,
+      attach_quant_plan(*student, plan, options.model_dir, options.spec.bits, options.fake_quant,
                         export_format(options), quantized);
   if (exports_gguf(options) && !spec.gguf_grid)
     fail(
@@ -338,6 +338,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
                           {"scale_mode", enum_name(options.fake_quant.mode)},
                           {"trainer", trainer_fingerprint(options.trainer)}};
   if (teacher) fingerprint["distill"] = io::settings_json(options.distill);
+  if (!options.record.settings.is_null()) fingerprint["options"] = options.record.settings;
   trainer_options.fingerprint = fingerprint;
 
   Trainer trainer(*student, optimizer, data.sequences, *comm, metrics, trainer_options);

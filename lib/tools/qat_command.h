@@ -27,6 +27,7 @@
 #include "data/training_batches.h"
 #include "io/enum_names.h"
 #include "io/gguf_file.h"
+#include "io/options.h"
 #include "model/decoder.h"
 #include "quant/fake_quant_linear.h"
 #include "quant/quant_spec.h"
@@ -47,10 +48,9 @@ struct QatCommandOptions {
   std::filesystem::path model_dir;
   std::filesystem::path out_dir;
   std::optional<std::filesystem::path> teacher_dir;  // kd: default from the ptq manifest
-  // Quantization: bits unset = the quant state's; 16 = no quantization. spec (other than bits)
-  // is used for RTN initialization.
-  std::optional<int> bits;
-  quant::QuantSpec spec;
+  // Quantization: spec.bits 0 (the default) = the quant state's, 16 = no quantization; the rest
+  // of spec is the RTN start's.
+  quant::QuantSpec spec{.bits = quant::QuantSpec::kBitsOfInput};
   train::QuantInit init = train::QuantInit::kAuto;
   quant::FakeQuantOptions fake_quant;
   // Data.
@@ -71,11 +71,14 @@ struct QatCommandOptions {
   train::DistillOptions distill;
   train::TrainerOptions trainer;
   bool activation_checkpointing = false;
-  std::string export_format;  // "", "gptq", "gptq_v2", "gguf"
+  std::string export_format;                        // "", "gptq", "gptq_v2", "gguf"
   std::optional<io::GgufType> gguf_embedding_type;  // --export gguf: embeddings' and output layer's
   train::CommBackend backend = train::CommBackend::kAuto;
   at::ScalarType dtype = at::kFloat;  // bf16 means: f32 master weights, bf16 autocast (CUDA)
   c10::Device device = c10::kCPU;
+  // The tool's declared options as given (cli/*_config.h): the manifest records them all, the
+  // resume fingerprint their settings. Null when made without a configuration (tests, benches).
+  io::OptionsRecord record;
 };
 
 struct QatCommandResult {

@@ -93,11 +93,12 @@ quant::QuantState materialize_fake_quant(model::CausalLM& model, const quant::Qu
   return state;
 }
 
-QuantPlan plan_quantization(const fs::path& model_dir, std::optional<int> bits,
-                            const quant::QuantSpec& spec, QuantInit init) {
+QuantPlan plan_quantization(const fs::path& model_dir, const quant::QuantSpec& spec,
+                            QuantInit init) {
+  using quant::QuantSpec;
   QuantPlan plan;
   const bool has_state = fs::exists(model_dir / quant::kQuantStateFile);
-  if (bits && *bits == 16) {
+  if (spec.bits == QuantSpec::kFullPrecisionBits) {
     if (init == QuantInit::kQuantState)
       fail("--init state contradicts --bits 16 (full-precision training)");
     return plan;
@@ -110,11 +111,12 @@ QuantPlan plan_quantization(const fs::path& model_dir, std::optional<int> bits,
            quant::kQuantStateFile);
     return plan;  // the spec comes with the state
   }
-  if (!bits && !spec.gguf_grid)
+  const bool bits_given = spec.bits != QuantSpec::kBitsOfInput;
+  if (!bits_given && !spec.gguf_grid)
     fail("--bits is required: {} has no {} to start from (2, 3, 4, 8, or 16 for full precision)",
          model_dir.string(), quant::kQuantStateFile);
   plan.spec = spec;
-  if (bits) plan.spec.bits = *bits;  // a grid's own bits otherwise
+  if (!bits_given) plan.spec.use_gguf_grid(*spec.gguf_grid);  // the grid's own bits
   plan.spec.validate("--");
   return plan;
 }
@@ -143,7 +145,7 @@ void check_v1_export(const quant::QuantSpec& spec, const quant::FakeQuantOptions
 }  // namespace
 
 quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan,
-                                   const fs::path& model_dir, std::optional<int> bits,
+                                   const fs::path& model_dir, int bits,
                                    const quant::FakeQuantOptions& options,
                                    std::optional<quant::GptqFormat> gptq_export,
                                    std::vector<std::string>& layers) {
@@ -152,8 +154,8 @@ quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan
   if (plan.from_state) {
     const quant::QuantState state = quant::load_quant_state(model_dir);
     const std::string state_file = (model_dir / quant::kQuantStateFile).string();
-    if (bits && *bits != state.spec.bits)
-      fail("--bits {} differs from the {} bits of {}; use --init rtn to requantize", *bits,
+    if (bits != quant::QuantSpec::kBitsOfInput && bits != state.spec.bits)
+      fail("--bits {} differs from the {} bits of {}; use --init rtn to requantize", bits,
            state.spec.bits, state_file);
     // The state's own zero points decide a v1 export, whatever its spec says.
     if (gptq_export) quant::check_gptq_packable(model, state.spec);

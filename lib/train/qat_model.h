@@ -50,22 +50,22 @@ enum class QuantInit {
 };
 constexpr EnumNames<QuantInit> enum_names(QuantInit) { return {"auto", "state", "rtn"}; }
 // What a student's fake-quantized layers start from, decided before any weight loads: nothing
-// (bits 16), the model directory's quant state, or RTN with `spec` at `bits`. Errors name --bits
-// and --init.
+// (spec.bits 16), the model directory's quant state, or RTN with `spec` (spec.bits 0, the state's
+// bits: a grid's own bits for RTN). Errors name --bits and --init.
 struct QuantPlan {
   bool quantize = false;
   bool from_state = false;
   quant::QuantSpec spec;  // the RTN spec (from_state: filled by attach_quant_plan)
 };
-QuantPlan plan_quantization(const std::filesystem::path& model_dir, std::optional<int> bits,
-                            const quant::QuantSpec& spec, QuantInit init);
+QuantPlan plan_quantization(const std::filesystem::path& model_dir, const quant::QuantSpec& spec,
+                            QuantInit init);
 // Swaps the planned layers of `model` for FakeQuantLinear; returns the spec in use and fills
 // `layers` with their names. With gptq_export, first refuses what that export could not store:
 // layers GPTQ cannot pack; for v1 and asymmetric zero points, a quant state holding zero points
 // of 0 and learned zero points (scale modes other than frozen), while an RTN start keeps its zero
-// points >= 1 (QuantSpec::v1_zeros).
+// points >= 1 (QuantSpec::v1_zeros). `bits`: the bits asked for (a quant state's must match).
 quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan,
-                                   const std::filesystem::path& model_dir, std::optional<int> bits,
+                                   const std::filesystem::path& model_dir, int bits,
                                    const quant::FakeQuantOptions& options,
                                    std::optional<quant::GptqFormat> gptq_export,
                                    std::vector<std::string>& layers);

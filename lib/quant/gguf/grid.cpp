@@ -7,58 +7,37 @@
 #include <vector>
 
 #include "io/error.h"
+#include "ops/weight_formats.h"
 
 namespace rqat::quant {
 
 using io::GgufType;
 
-bool has_gguf_grid(io::GgufType type) {
-  return type != GgufType::kF32 && type != GgufType::kF16 && type != GgufType::kBF16 &&
-         type != GgufType::kCount;
-}
+// The rows of ops/weight_formats.h's table on a GGUF grid are the only definitions of the grids.
+bool has_gguf_grid(io::GgufType type) { return ops::gguf_weight_format(type) != nullptr; }
 
 GgufGridInfo gguf_grid_info(io::GgufType type, std::string_view where) {
-  switch (type) {
-    case GgufType::kQ8_0:
-      return {8, 32, 32, false, 128, false};
-    case GgufType::kQ4_0:
-      return {4, 32, 32, false, 8, false};
-    case GgufType::kQ4_1:
-      return {4, 32, 32, true, 0, false};
-    case GgufType::kQ2_K:
-      return {2, 16, 256, true, 0, true};
-    case GgufType::kQ3_K:
-      return {3, 16, 256, false, 4, true};
-    case GgufType::kQ4_K:
-      return {4, 32, 256, true, 0, true};
-    case GgufType::kQ5_K:
-      return {5, 32, 256, true, 0, true};
-    case GgufType::kQ6_K:
-      return {6, 16, 256, false, 32, true};
-    default:
-      fail(
-          "{}: {} is no block type with a grid (gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q2_k, "
-          "gguf-q3_k, gguf-q4_k, gguf-q5_k, gguf-q6_k)",
-          where, enum_name(type));
-  }
+  const ops::WeightFormat* format = ops::gguf_weight_format(type);
+  if (format == nullptr)
+    fail("{}: {} is no block type with a grid ({})", where, enum_name(type),
+         ops::weight_format_names(ops::WeightGrid::kGguf));
+  return {format->bits,     format->sub_block, format->block,
+          format->min_form, format->zero,      format->super_scales};
 }
 
 io::GgufType parse_gguf_grid(std::string_view name, std::string_view where) {
-  constexpr std::string_view prefix = "gguf-";
-  if (name.starts_with(prefix)) {
-    const std::string_view type = name.substr(prefix.size());
-    for (int i = 0; i < static_cast<int>(GgufType::kCount); ++i) {
-      const auto t = static_cast<GgufType>(i);
-      if (enum_name(t) == type && has_gguf_grid(t)) return t;
-    }
-  }
-  fail(
-      "{} = '{}': known grids are gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q2_k, gguf-q3_k, "
-      "gguf-q4_k, gguf-q5_k, gguf-q6_k",
-      where, name);
+  const ops::WeightFormat* format = ops::weight_format(name);
+  if (format == nullptr || format->grid != ops::WeightGrid::kGguf)
+    fail("{} = '{}': known grids are {}", where, name,
+         ops::weight_format_names(ops::WeightGrid::kGguf));
+  return *format->gguf_type;
 }
 
-std::string gguf_grid_name(io::GgufType type) { return fmt::format("gguf-{}", enum_name(type)); }
+std::string gguf_grid_name(io::GgufType type) {
+  if (const ops::WeightFormat* format = ops::gguf_weight_format(type))
+    return std::string(format->name);
+  return fmt::format("gguf-{}", enum_name(type));  // no grid: named for the error that follows
+}
 
 at::Tensor grid_values(const at::Tensor& codes, const at::Tensor& scales, const at::Tensor& offsets,
                        bool min_form) {

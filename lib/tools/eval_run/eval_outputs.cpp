@@ -152,6 +152,7 @@ io::Json eval_config_json(const EvalRunOptions& options) {
   config["sampling"] = io::options_json(options.sampling);
   config["dtype"] = std::string(c10::toString(options.dtype));
   config["device"] = options.device.str();
+  if (!options.record.options.is_null()) config["options"] = options.record.options;
   return config;
 }
 

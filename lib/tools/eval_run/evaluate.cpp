@@ -55,6 +55,9 @@ io::Json samples_fingerprint(const EvalRunOptions& options) {
   io::Json fingerprint = eval_config_json(options);
   fingerprint.erase("limit");
   fingerprint["sampling"].erase("n");
+  // The declared settings, not every option: --limit, --n, --k and the like may change.
+  fingerprint.erase("options");
+  if (!options.record.settings.is_null()) fingerprint["options"] = options.record.settings;
   io::Json model = io::Json::object();
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(options.model_dir, error)) {

@@ -19,6 +19,7 @@
 #include "eval/sample_summary.h"
 #include "eval/sampling_protocol.h"
 #include "generation/generation_engine.h"
+#include "io/options.h"
 
 namespace rqat::model {
 class CausalLM;
@@ -59,6 +60,9 @@ struct EvalRunOptions {
   // An already loaded model to evaluate instead of loading model_dir's weights (model_dir still
   // gives the tokenizer and chat template): the trainers evaluate their student in memory.
   model::CausalLM* model = nullptr;
+  // eval-math's declared options as given (cli/eval_config.h): config.json records them all, the
+  // samples' fingerprint their settings. Null for the trainers' evaluations.
+  io::OptionsRecord record;
 };
 
 // The trainers' periodic eval-math: greedy decoding of the first `limit` problems of `benchmark`

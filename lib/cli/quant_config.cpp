@@ -1,0 +1,23 @@
+// See quant_config.h.
+#include "cli/quant_config.h"
+
+#include "quant/gguf/grid.h"
+
+namespace rqat::cli {
+
+quant::QuantSpec PtqQuantConfig::resolve() const {
+  quant::QuantSpec out = spec;
+  if (!grid.empty()) out.use_gguf_grid(quant::parse_gguf_grid(grid, "--grid"));
+  return out;
+}
+
+quant::QuantSpec TrainQuantConfig::resolve_spec() const {
+  quant::QuantSpec out = spec;
+  if (!grid.empty()) {
+    out.use_gguf_grid(quant::parse_gguf_grid(grid, "--grid"));
+    out.bits = spec.bits;
+  }
+  return out;
+}
+
+}  // namespace rqat::cli
