@@ -166,4 +166,39 @@ TEST_CASE("ptq and qat-sft runs record every option; qat-sft fingerprints every 
   check_recorded(sft, *fingerprint, io::Role::kSetting, true);
   CHECK_FALSE(fingerprint->contains("out"));
   CHECK_FALSE(fingerprint->contains("threads"));
+
+  // --resume: run control may change, a setting may not; a checkpoint from before the options
+  // were recorded (no "options" in its fingerprint) still resumes.
+  const auto resume = [&](std::vector<std::string> extra) {
+    cli::QatConfig again(tools::QatObjective::kSft);
+    std::vector<std::string> args = {"--model",
+                                     (dir / "ptq").string(),
+                                     "--out",
+                                     (dir / "qat").string(),
+                                     "--data",
+                                     (dir / "train.txt").string(),
+                                     "--max-length",
+                                     "32",
+                                     "--steps",
+                                     "1",
+                                     "--batch-size",
+                                     "2",
+                                     "--device",
+                                     "cpu",
+                                     "--no-tensorboard",
+                                     "--resume"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    parse(again, args);
+    auto o = again.resolve();
+    o.trainer.show_progress = false;
+    return tools::run_qat_command(o, log);
+  };
+  test::require_error([&] { resume({"--seed", "7"}); }, {"--resume", "different"});
+  std::filesystem::path state_file;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir / "qat"))
+    if (entry.path().filename() == "trainer_state.json") state_file = entry.path();
+  io::Json state = io::read_json_file(state_file);
+  state["fingerprint"].erase("options");
+  io::write_json_file(state_file, state);
+  CHECK(resume({"--eval-tokens", "100"}).exit_code == 0);
 }

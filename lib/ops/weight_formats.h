@@ -8,6 +8,9 @@
 //            one scale, blocks of one record, a zero form (code - zero) * scale or a min form
 //            scale * code - min, fp16 super-block scales for the K-quants; exact GGUF export.
 //   nf4      QLoRA's NormalFloat levels (quant/nf4.h), one absmax per block; bitsandbytes export.
+//   float    the GPU engines' floating-point grids (quant/fp_grid.h): nvfp4 (E2M1 values, an E4M3
+//            scale per 16 and an FP32 global scale), mxfp4 (E2M1, an E8M0 scale per 32), fp8
+//            (E4M3 values, an FP32 scale per output row). Quantizers only so far (issue 46).
 // Every width check (QuantSpec, the packers, GPTQ configs, the fake quantizer), every grid name
 // (`--grid`, manifests) and every grid's parameters (gguf_grid_info) are read from here, and the
 // errors list the choices from it. A new format is one row plus its kernels.
@@ -23,14 +26,15 @@
 
 namespace rqat::ops {
 
-enum class WeightGrid { kUniform, kGguf, kNf4 };
+enum class WeightGrid { kUniform, kGguf, kNf4, kFloat };
 
 struct WeightFormat {
   std::string_view name;  // as `--grid` and manifests spell it ("int4", "gguf-q4_k", "nf4")
   WeightGrid grid = WeightGrid::kUniform;
   int bits = 4;  // bits per code
-  // Values per scale: 0 for any group size the spec asks (uniform), else the format's own (a
-  // GGUF type's sub-block; NF4's default block, which a flag may change).
+  // Values per scale: the format's own (a GGUF type's sub-block, NVFP4's 16, MXFP4's 32; NF4's
+  // default block, which a flag may change), or 0: any group size the spec asks (uniform) or
+  // one scale per output row (fp8).
   int64_t sub_block = 0;
   int64_t block = 0;          // values per stored block (GGUF: 256 for the K-quants); 0: none
   bool min_form = false;      // w = scale * code - min; else (code - zero) * scale
@@ -38,6 +42,8 @@ struct WeightFormat {
   bool super_scales = false;  // fp16 super-block scales d (and dmin) per block (K-quants)
   std::optional<io::GgufType> gguf_type = std::nullopt;  // the GGUF type it exports to exactly
 
+  // Integer codes 0 .. max_code (uniform, GGUF, NF4's 16 levels); a float grid's codes are its
+  // element values instead.
   constexpr int64_t max_code() const { return (int64_t{1} << bits) - 1; }
 };
 
@@ -55,6 +61,9 @@ inline constexpr WeightFormat kWeightFormats[] = {
     {"gguf-q5_k", WeightGrid::kGguf, 5, 32, 256, true, 0, true, io::GgufType::kQ5_K},
     {"gguf-q6_k", WeightGrid::kGguf, 6, 16, 256, false, 32, true, io::GgufType::kQ6_K},
     {.name = "nf4", .grid = WeightGrid::kNf4, .bits = 4, .sub_block = 64},
+    {.name = "nvfp4", .grid = WeightGrid::kFloat, .bits = 4, .sub_block = 16},
+    {.name = "mxfp4", .grid = WeightGrid::kFloat, .bits = 4, .sub_block = 32},
+    {.name = "fp8", .grid = WeightGrid::kFloat, .bits = 8},  // one scale per output row
 };
 
 // The row named `name`, or nullptr.

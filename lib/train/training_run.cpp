@@ -57,8 +57,12 @@ std::optional<io::Json> TrainingRun::start(bool resume, std::ostream& log) {
     return std::nullopt;
   }
   const io::Json& saved = checkpoint->trainer_state;
-  const std::string diff =
-      first_difference(saved.value("fingerprint", io::Json::object()), fingerprint_);
+  const io::Json saved_fingerprint = saved.value("fingerprint", io::Json::object());
+  // Checkpoints from before the tools recorded their declared options (io::OptionsRecord) have
+  // no "options": the rest of the fingerprint still holds every setting they had.
+  io::Json compared = fingerprint_;
+  if (!saved_fingerprint.contains("options")) compared.erase("options");
+  const std::string diff = first_difference(saved_fingerprint, compared);
   if (!diff.empty())
     fail("--resume: {} was made with a different '{}'; use another --out or the same settings",
          checkpoint->dir.string(), diff);

@@ -1,0 +1,53 @@
+// The floating-point grids GPU engines serve (vLLM, SGLang; compressed-tensors checkpoints), by
+// their definitions, as reference quantizers (issue 46, first part: the grids; the tools, the
+// fake quantizer and the export come next):
+//   nvfp4  FP4 E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) in blocks of 16 along
+//          a row, each block's scale an FP8 E4M3 number, over one FP32 global scale per tensor:
+//          global = 448 * 6 / amax(w), scale_b = e4m3(amax_b / 6 * global),
+//          code = e2m1(w / (scale_b / global)), w' = code * (scale_b / global).
+//   mxfp4  E2M1 values in blocks of 32 with a power-of-two (E8M0) scale (OCP MX v1.0):
+//          scale_b = 2^(floor(log2 amax_b) - 2), code = e2m1(w / scale_b), w' = code * scale_b.
+//   fp8    FP8 E4M3 values with one FP32 scale per output row (FP8 W8A8's weights):
+//          scale_r = max(amax_r / 448, FLT_EPSILON), code = e4m3(w / scale_r), w' = code * scale_r.
+// Rounding is to nearest, ties to the even code, saturating at the largest value (6, 448);
+// all-zero blocks get scale 0 (nvfp4), epsilon (fp8) or 2^-127 (mxfp4) and decode to zeros. A row
+// whose length is not a multiple of the block has a shorter last block (compressed-tensors
+// refuses such rows; its export will too). NaN, infinity and empty weights are refused. Exact
+// (bit for bit against the definition) on the CPU; CUDA divides by a scalar through its
+// reciprocal, which may differ in the last bit.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "io/enum_names.h"
+
+namespace rqat::quant {
+
+enum class FpGrid { kNvfp4, kMxfp4, kFp8, kCount };
+constexpr EnumNames<FpGrid> enum_names(FpGrid) { return {"nvfp4", "mxfp4", "fp8"}; }
+
+inline constexpr float kE2m1Max = 6.0f;
+inline constexpr float kE4m3Max = 448.0f;
+
+// Elementwise: the nearest E2M1 / E4M3 value (ties to the even code, saturating), as float32.
+at::Tensor round_to_e2m1(const at::Tensor& x);
+at::Tensor round_to_e4m3(const at::Tensor& x);
+
+struct FpQuantized {
+  FpGrid grid = FpGrid::kNvfp4;
+  at::Tensor codes;   // float32 (rows, cols): the element values on the E2M1 / E4M3 grid
+  at::Tensor scales;  // float32 (rows, blocks per row): each exactly an E4M3 / E8M0 / FP32 value
+  float global_scale = 1.0f;  // nvfp4's FP32 global scale (the others: 1)
+  int64_t block = 16;         // values per scale along a row (fp8: the whole row)
+};
+
+// Quantizes a 2-D weight (rows, cols) onto `grid`; fails naming `where` for a non-finite or
+// non-2-D weight.
+FpQuantized fp_quantize(const at::Tensor& w, FpGrid grid, std::string_view where);
+// The weight the codes and scales stand for (float32, rows x cols).
+at::Tensor fp_dequantize(const FpQuantized& q);
+
+}  // namespace rqat::quant
