@@ -82,10 +82,9 @@ void parse(Config& config, std::vector<std::string> args) {
 
 // Every declared option of `config` is a key of `record` (a manifest's "options").
 template <class Config>
-void check_recorded(const Config& config, const io::Json& record, io::Role only,
-                    bool settings_only) {
+void check_recorded(const Config& config, const io::Json& record, bool settings_only) {
   for (const auto& option : io::declared_options(config)) {
-    if (settings_only && option.role != only) continue;
+    if (settings_only && option.role != io::Role::kSetting) continue;
     INFO("option " << option.name);
     CHECK(record.contains(io::option_key(option.name)));
   }
@@ -143,7 +142,7 @@ TEST_CASE("ptq and qat-sft runs record every option; qat-sft fingerprints every 
   std::ostringstream log;
   tools::run_ptq_command(ptq.resolve(), log);
   const io::Json ptq_manifest = io::read_json_file(dir / "ptq" / "manifest.json");
-  check_recorded(ptq, ptq_manifest.at("config").at("options"), io::Role::kSetting, false);
+  check_recorded(ptq, ptq_manifest.at("config").at("options"), false);
   CHECK(ptq_manifest["config"]["options"]["method"] == "rtn");
 
   cli::QatConfig sft(tools::QatObjective::kSft);
@@ -154,7 +153,7 @@ TEST_CASE("ptq and qat-sft runs record every option; qat-sft fingerprints every 
   options.trainer.show_progress = false;
   REQUIRE(tools::run_qat_command(options, log).exit_code == 0);
   const io::Json manifest = io::read_json_file(dir / "qat" / "manifest.json");
-  check_recorded(sft, manifest.at("config").at("options"), io::Role::kSetting, false);
+  check_recorded(sft, manifest.at("config").at("options"), false);
   CHECK(manifest["config"]["options"]["bits"] == 0);  // as given: the ptq artifact's state
   CHECK(manifest["config"]["quant"]["bits"] == 4);    // as resolved
   // The checkpoint's fingerprint holds the settings, and no run control.
@@ -163,7 +162,7 @@ TEST_CASE("ptq and qat-sft runs record every option; qat-sft fingerprints every 
     if (entry.path().filename() == "trainer_state.json")
       fingerprint = io::read_json_file(entry.path()).at("fingerprint").at("options");
   REQUIRE(fingerprint);
-  check_recorded(sft, *fingerprint, io::Role::kSetting, true);
+  check_recorded(sft, *fingerprint, true);
   CHECK_FALSE(fingerprint->contains("out"));
   CHECK_FALSE(fingerprint->contains("threads"));
 

@@ -12,11 +12,8 @@ quant::QuantSpec PtqQuantConfig::resolve() const {
 }
 
 quant::QuantSpec TrainQuantConfig::resolve_spec() const {
-  quant::QuantSpec out = spec;
-  if (!grid.empty()) {
-    out.use_gguf_grid(quant::parse_gguf_grid(grid, "--grid"));
-    out.bits = spec.bits;
-  }
+  quant::QuantSpec out = PtqQuantConfig{spec, grid}.resolve();
+  out.bits = spec.bits;  // as given: 0 until plan_quantization takes the grid's or the state's
   return out;
 }
 

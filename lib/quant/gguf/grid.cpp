@@ -21,8 +21,7 @@ GgufGridInfo gguf_grid_info(io::GgufType type, std::string_view where) {
   if (format == nullptr)
     fail("{}: {} is no block type with a grid ({})", where, enum_name(type),
          ops::weight_format_names(ops::WeightGrid::kGguf));
-  return {format->bits,     format->sub_block, format->block,
-          format->min_form, format->zero,      format->super_scales};
+  return *format;
 }
 
 io::GgufType parse_gguf_grid(std::string_view name, std::string_view where) {

@@ -29,18 +29,15 @@
 #include <string_view>
 
 #include "io/gguf_file.h"
+#include "ops/weight_formats.h"
 #include "quant/quantized_weight.h"
 
 namespace rqat::quant {
 
-struct GgufGridInfo {
-  int bits = 4;            // bits per code
-  int64_t sub_block = 32;  // values per (scale, zero or min): the QuantizedWeight's group size
-  int64_t block = 32;      // values per GGUF block (256 for the K-quants)
-  bool min_form = false;   // w = scale * code - min; else (code - zero) * scale
-  int zero = 0;            // zero form: the type's zero point (q8_0 128, q4_0 8, q3_k 4, q6_k 32)
-  bool super_scales = false;  // K-quants: fp16 super-block scales d, dmin per block
-};
+// A block type's grid: its row of the format table (ops/weight_formats.h): bits per code,
+// sub_block (the QuantizedWeight's group size), block (values per GGUF block), min_form, zero,
+// super_scales.
+using GgufGridInfo = ops::WeightFormat;
 
 // Whether `type` is a block type with a grid (not f32, f16, bf16).
 bool has_gguf_grid(io::GgufType type);
