@@ -103,9 +103,10 @@ std::vector<float> values_of(const at::Tensor& t) {
 }  // namespace
 
 TEST_CASE("E2M1 and E4M3 rounding: every value kept, midpoints to the even code, saturation") {
+  using TensorRounding = at::Tensor (*)(const at::Tensor&);  // the tensor overloads
   for (const auto& [values, round, largest] :
-       {std::tuple{e2m1_values(), &quant::round_to_e2m1, 6.0f},
-        std::tuple{e4m3_values(), &quant::round_to_e4m3, 448.0f}}) {
+       {std::tuple{e2m1_values(), static_cast<TensorRounding>(&quant::round_to_e2m1), 6.0f},
+        std::tuple{e4m3_values(), static_cast<TensorRounding>(&quant::round_to_e4m3), 448.0f}}) {
     std::vector<float> inputs;
     for (size_t i = 0; i < values.size(); ++i) {
       inputs.push_back(values[i]);

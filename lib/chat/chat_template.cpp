@@ -363,23 +363,23 @@ ChatTemplate ChatTemplate::recognize(const std::string& jinja, const std::string
 
 ChatTemplate ChatTemplate::load(const std::filesystem::path& dir,
                                 const std::optional<std::filesystem::path>& override_file) {
-  io::Json config = io::Json::object();
-  const auto config_path = dir / "tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) config = io::read_json_file(config_path);
+  return load(io::Artifact::open_any(dir), override_file);
+}
+
+ChatTemplate ChatTemplate::load(const io::Artifact& artifact,
+                                const std::optional<std::filesystem::path>& override_file) {
+  const io::Json config =
+      artifact.has(io::kTokenizerConfigFile) ? artifact.tokenizer_config : io::Json::object();
+  const std::string config_file = artifact.where(io::kTokenizerConfigFile);
   const std::string bos = token_string(config, "bos_token"),
                     eos = token_string(config, "eos_token");
   if (override_file) return from_file(*override_file, bos, eos);
 
-  const auto jinja_path = dir / "chat_template.jinja";
-  if (std::filesystem::exists(jinja_path)) {
-    std::ifstream in(jinja_path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return recognize(text.str(), bos, eos, jinja_path.string());
-  }
+  if (artifact.chat_template)
+    return recognize(*artifact.chat_template, bos, eos, artifact.where(io::kChatTemplateFile));
   auto it = config.find("chat_template");
   if (it != config.end() && it->is_string())
-    return recognize(it->get<std::string>(), bos, eos, config_path.string());
+    return recognize(it->get<std::string>(), bos, eos, config_file);
   if (it != config.end() && it->is_array()) {  // named templates: use "default"
     for (const auto& named : *it) {
       // Checked field by field: json::value() throws its own exception on a non-string name.
@@ -387,14 +387,14 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir,
       const auto name = named.find("name"), text = named.find("template");
       if (name != named.end() && name->is_string() && *name == "default" && text != named.end() &&
           text->is_string()) {
-        return recognize(text->get<std::string>(), bos, eos, config_path.string());
+        return recognize(text->get<std::string>(), bos, eos, config_file);
       }
     }
   }
   fail(
       "{}: no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json); "
       "give one with --chat-template FILE (syntax in docs/chat_templates.md)",
-      dir.string());
+      artifact.dir.string());
 }
 
 ChatTemplate ChatTemplate::from_file(const std::filesystem::path& path,

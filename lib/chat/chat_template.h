@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/artifact.h"
 #include "io/enum_names.h"
 
 namespace rqat::chat {
@@ -52,7 +53,11 @@ class ChatTemplate {
   static ChatTemplate recognize(const std::string& jinja, const std::string& bos_token,
                                 const std::string& eos_token, const std::string& source);
   // Reads chat_template.jinja or tokenizer_config.json's chat_template (and bos/eos tokens) from a
-  // model or tokenizer directory; `override_file` (placeholder syntax) wins when given.
+  // model or tokenizer directory's artifact (the path version opens it); `override_file`
+  // (placeholder syntax) wins when given.
+  static ChatTemplate load(
+      const io::Artifact& artifact,
+      const std::optional<std::filesystem::path>& override_file = std::nullopt);
   static ChatTemplate load(
       const std::filesystem::path& dir,
       const std::optional<std::filesystem::path>& override_file = std::nullopt);

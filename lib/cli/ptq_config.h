@@ -51,7 +51,8 @@ struct PtqConfig {
     io::heading(v, "Export");
     v.value(self.export_format, "export",
             "Also write a packed checkpoint: OUT/gptq (gptq v1 or gptq_v2), OUT/bnb for "
-            "--method nf4 (bnb: bitsandbytes 4-bit), or OUT/model-TYPE.gguf (gguf)");
+            "--method nf4 (bnb: bitsandbytes 4-bit), OUT/model-TYPE.gguf (gguf), or "
+            "OUT/compressed-tensors (compressed-tensors: vLLM's and SGLang's format)");
     v.value(self.gguf_type, "gguf-type",
             "With --export gguf: the matrices' GGUF type (default: the --grid's)");
     v.value(self.gguf_embedding_type, "gguf-embedding-type",

@@ -80,8 +80,9 @@ struct QatConfig {
     // The export is written from the finished model: a resumed run may ask for another.
     io::heading(v, "Export");
     v.value(o.export_format, "export",
-            "Also write a packed GPTQ checkpoint (gptq or gptq_v2), or OUT/model-TYPE.gguf of a "
-            "model on a --grid gguf-TYPE (gguf)",
+            "Also write a packed GPTQ checkpoint (gptq or gptq_v2), OUT/model-TYPE.gguf of a "
+            "model on a --grid gguf-TYPE (gguf), or OUT/compressed-tensors for vLLM and SGLang "
+            "(compressed-tensors)",
             Role::kRunControl);
     v.value(o.gguf_embedding_type, "gguf-embedding-type",
             "With --export gguf: the embeddings' and output layer's type (default: the grid's "

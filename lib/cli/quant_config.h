@@ -14,13 +14,15 @@ namespace rqat::cli {
 
 // --grid's help, shared by ptq and the trainers.
 inline constexpr std::string_view kGridHelp =
-    "Quantize on llama.cpp's grid of a GGUF type (gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q2_k ... "
-    "gguf-q6_k; sets bits and groups): exports to that type exactly";
+    "Quantize on a format's own grid, which sets bits and groups and exports to it exactly: "
+    "llama.cpp's GGUF types (gguf-q8_0, gguf-q4_0, gguf-q4_1, gguf-q2_k ... gguf-q6_k), the GPU "
+    "engines' nvfp4, mxfp4 and fp8 (compressed-tensors), or int4-w4a16 (W4, groups of 128, "
+    "symmetric)";
 
 // ptq's: the spec and the grid.
 struct PtqQuantConfig {
   quant::QuantSpec spec;
-  std::string grid;  // "" (uniform) or gguf-<type>
+  std::string grid;  // "" (uniform), gguf-<type>, nvfp4, mxfp4, fp8 or int4-w4a16
 
   template <class Self, class Visitor>
   static void for_each(Self& self, Visitor& v) {

@@ -10,6 +10,7 @@
 #include "model/model_dir.h"
 #include "quant/gguf/import.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/compressed_tensors_command.h"
 #include "tools/llama2c_convert.h"
 #include "tools/tokenize_command.h"
 
@@ -78,6 +79,16 @@ void ConvertConfig::run(std::ostream& log) const {
                        gguf_tokenizer.empty()
                            ? std::nullopt
                            : std::optional<std::filesystem::path>(gguf_tokenizer));
+  } else if (!model.empty() && std::filesystem::is_directory(model) &&
+             tools::is_compressed_tensors_checkpoint(io::Artifact::open(model))) {
+    if (to != ConvertTarget::kDir)
+      fail(
+          "--to {}: --model {} is a compressed-tensors checkpoint; "
+          "convert it to an rqat directory first",
+          enum_name(to), model);
+    tools::import_compressed_tensors_dir(model, out, log);
+  } else if (!model.empty() && to == ConvertTarget::kCompressedTensors) {
+    tools::convert_model_to_compressed_tensors(model, out, log);
   } else if (!model.empty() && to == ConvertTarget::kGguf) {
     tools::convert_model_to_gguf(model, out, gguf_type, gguf_embedding_type, log, imatrix);
   } else if (!model.empty()) {

@@ -26,8 +26,10 @@ enum class ConvertDtype { kKeep, kF32, kBf16, kCount };
 constexpr EnumNames<ConvertDtype> enum_names(ConvertDtype) { return {"keep", "f32", "bf16"}; }
 
 // What convert writes.
-enum class ConvertTarget { kDir, kGguf, kCount };
-constexpr EnumNames<ConvertTarget> enum_names(ConvertTarget) { return {"dir", "gguf"}; }
+enum class ConvertTarget { kDir, kGguf, kCompressedTensors, kCount };
+constexpr EnumNames<ConvertTarget> enum_names(ConvertTarget) {
+  return {"dir", "gguf", "compressed-tensors"};
+}
 
 // `rqat init-model`: a randomly initialized model directory from a config.json.
 struct InitModelConfig {
@@ -94,7 +96,8 @@ struct ConvertConfig {
   static void for_each(Self& self, Visitor& v) {
     using io::Role;
     v.value(self.model, "model",
-            "Input model directory, or a .gguf file (written back as a model directory)");
+            "Input model directory, or a .gguf file or compressed-tensors checkpoint (written back "
+            "as a model directory)");
     v.value(self.llama2c, "llama2c",
             "Input llama2.c checkpoint (float32 .bin, v0 or v1) instead of --model");
     v.value(self.llama2c_tokenizer, "tokenizer-bin",
@@ -102,7 +105,9 @@ struct ConvertConfig {
     v.value(self.out, "out", "Output model directory (a .gguf file with --to gguf)",
             Role::kRunControl, {.required = true});
     v.value(self.to, "to",
-            "dir: a Hugging Face model directory; gguf: one GGUF file for llama.cpp");
+            "dir: a Hugging Face model directory; gguf: one GGUF file for llama.cpp; "
+            "compressed-tensors: a checkpoint vLLM and SGLang serve, of a model with a quant "
+            "state on a grid they take (exact)");
     v.value(self.gguf_tokenizer, "tokenizer",
             "With a .gguf --model: copy this directory's tokenizer files into the output");
     v.value(self.gguf_type, "gguf-type",

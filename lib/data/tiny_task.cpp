@@ -314,11 +314,12 @@ io::Json write_tiny_task(const TinyTaskOptions& options) {
       tokenizer::train_bpe_merges(tokenizer::count_byte_level_words(corpus), {options.merges, 2});
   io::write_json_file(tokenizer_dir / "tokenizer.json",
                       tokenizer::byte_level_tokenizer_json(merges, kSpecialTokens));
-  io::write_json_file(tokenizer_dir / "tokenizer_config.json", tokenizer_config_json());
+  io::write_json_file(tokenizer_dir / io::kTokenizerConfigFile, tokenizer_config_json());
 
   // Measured with the files as written, through the same loaders the trainers and eval-math use.
-  const auto tok = tokenizer::Tokenizer::load(tokenizer_dir);
-  const auto loaded_chat = chat::ChatTemplate::load(tokenizer_dir);
+  const io::Artifact written = io::Artifact::open_any(tokenizer_dir);
+  const auto tok = tokenizer::Tokenizer::load(written);
+  const auto loaded_chat = chat::ChatTemplate::load(written);
   io::Json metrics = {{"train", static_cast<int64_t>(splits.train.size())},
                       {"test", static_cast<int64_t>(splits.test.size())},
                       {"train_by_level", level_counts(splits.train)},

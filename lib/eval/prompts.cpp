@@ -25,7 +25,7 @@ uint64_t problem_seed(uint64_t run_seed, const std::string& problem_id) {
 
 std::vector<std::string> render_problem_prompts(const std::vector<std::string>& problems,
                                                 const PromptOptions& prompt,
-                                                const std::filesystem::path& model_dir,
+                                                const io::Artifact& model,
                                                 bool& add_special_tokens) {
   std::vector<std::string> prompts;
   prompts.reserve(problems.size());
@@ -36,7 +36,7 @@ std::vector<std::string> render_problem_prompts(const std::vector<std::string>& 
   }
   std::optional<std::filesystem::path> override_file;
   if (!prompt.chat_template_file.empty()) override_file = prompt.chat_template_file;
-  const auto chat = chat::ChatTemplate::load(model_dir, override_file);
+  const auto chat = chat::ChatTemplate::load(model, override_file);
   add_special_tokens = false;  // the template writes BOS itself where the family has one
   for (const auto& p : problems) {
     std::vector<chat::Message> messages;

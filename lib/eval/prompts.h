@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "io/artifact.h"
+
 namespace rqat::eval {
 
 inline constexpr const char* kDefaultInstruction =
@@ -30,7 +32,7 @@ std::string build_user_message(const std::string& problem, const PromptOptions& 
 // by eval-math and grpo's rollouts, so RL trains on exactly the prompts evaluation uses.
 std::vector<std::string> render_problem_prompts(const std::vector<std::string>& problems,
                                                 const PromptOptions& prompt,
-                                                const std::filesystem::path& model_dir,
+                                                const io::Artifact& model,
                                                 bool& add_special_tokens);
 // The generator seed of every sample of a problem: a hash of (run seed, problem id), so a
 // problem's samples do not change when --limit or the order of the file changes.

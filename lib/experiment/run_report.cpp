@@ -10,6 +10,7 @@
 #include <set>
 
 #include "experiment/sample_statistics.h"
+#include "io/artifact.h"
 #include "io/atomic_file.h"
 #include "io/error.h"
 #include "io/hdf5_columns.h"
@@ -52,7 +53,6 @@ fs::path normal(const fs::path& p) {
   if (n.has_parent_path() && n.filename().empty()) n = n.parent_path();
   return n;
 }
-
 
 struct LogResult {
   std::string status;
@@ -121,7 +121,7 @@ StageReport stage_report(const fs::path& run_dir, const StageInstance& s) {
   r.tool = s.tool;
   r.label = s.label;
   r.dir = instance_dir(run_dir, s);
-  const bool has_manifest = fs::exists(r.dir / "manifest.json");
+  const bool has_manifest = fs::exists(r.dir / io::kManifestFile);
   if (has_manifest) {
     const io::Json manifest = io::read_manifest(r.dir);
     if (manifest.contains("metrics") && manifest["metrics"].is_object())
@@ -195,13 +195,12 @@ std::string row_label(const ExperimentPlan& plan, const fs::path& run_dir,
 // A model directory's quantization: its manifest's config.quant (rqat artifacts), else
 // config.json's quantization_config (Hugging Face checkpoints); nullopt when neither file exists.
 std::optional<io::Json> model_quant(const fs::path& dir) {
-  if (fs::exists(dir / "manifest.json")) {
-    const io::Json manifest = io::read_manifest(dir);
-    if (manifest.contains("config") && manifest["config"].contains("quant"))
-      return manifest["config"]["quant"];
-  }
-  if (fs::exists(dir / "config.json")) {
-    const io::Json config = io::read_json_file(dir / "config.json");
+  const io::Artifact model = io::Artifact::open_any(dir);
+  const io::Json& manifest = model.manifest;
+  if (manifest.contains("config") && manifest["config"].contains("quant"))
+    return manifest["config"]["quant"];
+  if (model.has(io::kConfigFile)) {
+    const io::Json& config = model.config;
     return config.contains("quantization_config") ? config["quantization_config"]
                                                   : io::Json(nullptr);
   }
@@ -489,9 +488,9 @@ std::vector<std::vector<std::string>> results_table_cells(const ResultsTable& re
         // Seeds: the mean, then each seed's score.
         std::vector<std::string> seeds;
         for (const double v : cell->seed_pass1) seeds.push_back(percent(v));
-        line.push_back(seeds.size() > 1 ? fmt::format("{} ({})", percent(*cell->pass1),
-                                                      fmt::join(seeds, " "))
-                                        : percent(*cell->pass1));
+        line.push_back(seeds.size() > 1
+                           ? fmt::format("{} ({})", percent(*cell->pass1), fmt::join(seeds, " "))
+                           : percent(*cell->pass1));
         sum += *cell->pass1;
       } else {
         line.push_back(cell ? cell->status : "");
@@ -616,7 +615,8 @@ std::string report_markdown(const RunReport& report) {
         "included), ± its standard error. SE over seeds+problems: the mean over training seeds "
         "(per seed: each seed's difference) with the between-seed and the problem variance "
         "(docs/experiments.md, \"Training seeds\"); problems, 1 seed: one training run per arm, "
-        "the SE covers the problems only, not training noise; problems: no arm depends on a training seed. shown: at "
+        "the SE covers the problems only, not training noise; problems: no arm depends on a "
+        "training seed. shown: at "
         "least 2 SE in the paper's direction; refuted: at least 2 SE against it; undecided: "
         "neither. The last columns: problems at which a 3-point difference would be 2 SE, and at "
         "which the difference measured here would be (undecided findings), at the spread this run "

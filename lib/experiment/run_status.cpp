@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <fstream>
 #include <map>
-#include <set>
-#include <tuple>
 #include <ostream>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "experiment/experiment_plan.h"
 #include "experiment/run_report.h"
@@ -20,6 +20,7 @@
 #include "io/error.h"
 #include "io/host_name.h"
 #include "io/json_file.h"
+#include "io/manifest.h"
 #include "io/progress_file.h"
 #include "io/tensorboard_events.h"
 
@@ -134,11 +135,11 @@ StageStatus stage_status(const ExperimentPlan& plan, const StageInstance& s,
   }
 
   // Under SLURM no runner keeps records (and so no input stamps): the manifest alone says it.
-  const bool finished = record.is_object() ? stage_is_finished(plan, s)
-                                           : manifest_records_arguments(s);
+  const bool finished =
+      record.is_object() ? stage_is_finished(plan, s) : manifest_records_arguments(s);
   if (finished) {
     st.state = "finished";
-    const io::Json manifest = io::read_json_file_or_null(s.out_dir / "manifest.json");
+    const io::Json manifest = io::read_manifest_or_null(s.out_dir);
     if (manifest.is_object()) st.latest = latest_numbers(manifest.value("metrics", io::Json()));
     return st;
   }

@@ -17,8 +17,10 @@
 #include "experiment/memory_preview.h"
 #include "experiment/stage_process.h"
 #include "experiment/tool_flags.h"
+#include "io/artifact.h"
 #include "io/error.h"
 #include "io/json_file.h"
+#include "io/manifest.h"
 #include "io/progress_file.h"
 
 namespace rqat::experiment {
@@ -82,7 +84,7 @@ std::vector<const StageInstance*> select_stages(const ExperimentPlan& plan,
 // Identifies one run of a stage: its manifest's modification time (a rerun rewrites it).
 std::string output_stamp(const ExperimentPlan& plan, const StageInstance& stage) {
   std::error_code error;
-  auto time = std::filesystem::last_write_time(stage.out_dir / "manifest.json", error);
+  auto time = std::filesystem::last_write_time(stage.out_dir / io::kManifestFile, error);
   // Tools without a manifest: the runner's record of when the stage finished.
   if (error) time = std::filesystem::last_write_time(stage_record_file(plan, stage), error);
   return error ? "" : std::to_string(time.time_since_epoch().count());
@@ -249,7 +251,7 @@ class PlanRun {
       std::filesystem::remove_all(s.out_dir / "checkpoints");
     }
     // A stale manifest must never make a half-rerun stage look finished.
-    std::filesystem::remove(s.out_dir / "manifest.json");
+    std::filesystem::remove(s.out_dir / io::kManifestFile);
     write_record(plan_, s, "running", 0, -1);
     const auto log = stage_log_file(plan_, s);
     {
@@ -350,7 +352,7 @@ std::filesystem::path stage_record_file(const ExperimentPlan& plan, const StageI
 
 bool manifest_records_arguments(const StageInstance& stage) {
   try {
-    const auto manifest = io::read_json_file(stage.out_dir / "manifest.json");
+    const auto manifest = io::read_manifest(stage.out_dir);
     auto args = manifest.at("args").get<std::vector<std::string>>();
     if (args.empty()) return false;
     args.erase(args.begin());  // the program path: builds move, the configuration does not
@@ -361,7 +363,6 @@ bool manifest_records_arguments(const StageInstance& stage) {
 }
 
 bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage) {
-  const auto manifest_file = stage.out_dir / "manifest.json";
   try {
     const auto record_file = stage_record_file(plan, stage);
     const bool has_record = std::filesystem::is_regular_file(record_file);
@@ -370,7 +371,8 @@ bool stage_is_finished(const ExperimentPlan& plan, const StageInstance& stage) {
     if (!stage.inputs.empty() &&
         (!has_record || record.value("inputs", io::Json::object()) != input_stamps(plan, stage)))
       return false;
-    if (std::filesystem::is_regular_file(manifest_file)) return manifest_records_arguments(stage);
+    if (std::filesystem::is_regular_file(stage.out_dir / io::kManifestFile))
+      return manifest_records_arguments(stage);
     // No manifest: trust the runner's record, as long as what the stage wrote is still there.
     const auto out = std::find(stage.argv.begin(), stage.argv.end(), "--out");
     if (out != stage.argv.end() && out + 1 != stage.argv.end() &&

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "io/artifact.h"
 #include "io/atomic_file.h"
 #include "io/error.h"
 
@@ -36,13 +37,7 @@ void write_manifest(const std::filesystem::path& dir, const Manifest& manifest) 
   json["metrics"] = manifest.metrics;
   if (!manifest.kernels.is_null()) json["kernels"] = manifest.kernels;
   std::filesystem::create_directories(dir);
-  write_text_atomically(dir / "manifest.json", json.dump(2) + "\n");
-}
-
-Json read_manifest(const std::filesystem::path& dir) {
-  const auto path = dir / "manifest.json";
-  if (!std::filesystem::exists(path)) fail("{}: no manifest.json in this directory", path.string());
-  return read_json_file(path);
+  write_text_atomically(dir / kManifestFile, json.dump(2) + "\n");
 }
 
 }  // namespace rqat::io

@@ -33,7 +33,10 @@ const std::vector<std::string>& process_args();
 // `args` empty means process_args().
 void write_manifest(const std::filesystem::path& dir, const Manifest& manifest);
 
-// dir/manifest.json as JSON; rqat::Error naming the file when missing or malformed.
+// dir/manifest.json as JSON; rqat::Error naming the file when missing or malformed. Defined in
+// artifact.cpp, the one reader of an artifact's files (io::Artifact::manifest holds it too).
 Json read_manifest(const std::filesystem::path& dir);
+// The same, or null when it is absent, unreadable or not whole JSON (a stage still writing it).
+Json read_manifest_or_null(const std::filesystem::path& dir);
 
 }  // namespace rqat::io

@@ -176,6 +176,27 @@ io::Json options_json(const Options& options) {
   return visitor.take();
 }
 
+// The current fingerprint as comparable with one recorded earlier: a record from before the
+// tools recorded their declared options has no "options" (the rest holds every setting it had),
+// and a setting declared since, left unset (null) now, did not exist for the record's run.
+inline Json comparable_fingerprint(Json current, const Json& saved) {
+  if (!current.is_object() || !current.contains("options")) return current;
+  if (!saved.is_object() || !saved.contains("options")) {
+    current.erase("options");
+    return current;
+  }
+  const Json& saved_options = saved["options"];
+  Json& options = current["options"];
+  if (!saved_options.is_object() || !options.is_object()) return current;
+  for (auto it = options.begin(); it != options.end();) {
+    if (it.value().is_null() && !saved_options.contains(it.key()))
+      it = options.erase(it);
+    else
+      ++it;
+  }
+  return current;
+}
+
 // A tool's declared configuration as its run records it (cli/*_config.h): every option, in the
 // manifest's configuration, and the settings, in the resume fingerprint. Null when a library
 // caller made the options without a configuration.

@@ -29,9 +29,17 @@ struct DTypeName {
 };
 
 constexpr DTypeName kDTypes[] = {
-    {"BF16", at::kBFloat16}, {"F16", at::kHalf},  {"F32", at::kFloat}, {"F64", at::kDouble},
-    {"I64", at::kLong},      {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
-    {"U8", at::kByte},       {"BOOL", at::kBool},
+    {"BF16", at::kBFloat16},
+    {"F16", at::kHalf},
+    {"F32", at::kFloat},
+    {"F64", at::kDouble},
+    {"I64", at::kLong},
+    {"I32", at::kInt},
+    {"I16", at::kShort},
+    {"I8", at::kChar},
+    {"U8", at::kByte},
+    {"BOOL", at::kBool},
+    {"F8_E4M3", at::kFloat8_e4m3fn},
 };
 
 bool parse_dtype(std::string_view name, at::ScalarType* out) {

@@ -23,6 +23,21 @@ class Linear : public torch::nn::Module {
 };
 
 // Plain y = x W^T + b.
+// A layer that computes through another one (changing what goes in, or watching it): its shape,
+// weight and bias are the inner layer's. Whether the inner layer is a registered submodule is the
+// wrapper's choice.
+class WrappingLinear : public Linear {
+ public:
+  explicit WrappingLinear(std::shared_ptr<Linear> inner) : inner_(std::move(inner)) {}
+  int64_t in_features() const override { return inner_->in_features(); }
+  int64_t out_features() const override { return inner_->out_features(); }
+  at::Tensor effective_weight() const override { return inner_->effective_weight(); }
+  std::optional<at::Tensor> bias() const override { return inner_->bias(); }
+
+ protected:
+  std::shared_ptr<Linear> inner_;
+};
+
 class DenseLinear : public Linear {
  public:
   // Parameters are allocated uninitialized: a checkpoint load or init_random fills them.

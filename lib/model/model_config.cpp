@@ -28,7 +28,8 @@ struct FieldReader {
     if (!v->is_number_integer() || io::json_integer_within(*v, INT64_MIN, 0))
       fail("{}: field '{}' must be a positive integer, got {}", source, key, v->dump());
     const auto value = io::json_integer_within(*v, 1, limit);
-    if (!value) fail("{}: field '{}' is {}, above rqat's limit of {}", source, key, v->dump(), limit);
+    if (!value)
+      fail("{}: field '{}' is {}, above rqat's limit of {}", source, key, v->dump(), limit);
     return *value;
   }
   int64_t positive_int_or(const char* key, int64_t fallback, int64_t limit) const {
@@ -100,13 +101,13 @@ void parse_rope(const FieldReader& r, ModelConfig& c) {
   s.factor = r.positive_number(*spec, "factor", s.factor, where);
   s.low_freq_factor = r.positive_number(*spec, "low_freq_factor", s.low_freq_factor, where);
   s.high_freq_factor = r.positive_number(*spec, "high_freq_factor", s.high_freq_factor, where);
-  const double original = r.positive_number(
-      *spec, "original_max_position_embeddings",
-      static_cast<double>(s.original_max_position_embeddings), where);
+  const double original =
+      r.positive_number(*spec, "original_max_position_embeddings",
+                        static_cast<double>(s.original_max_position_embeddings), where);
   // Converting a double beyond int64 is undefined behaviour, so the range is checked first.
   if (original > static_cast<double>(kMaxConfigPositions))
-    fail("{}: field '{}original_max_position_embeddings' is {}, above rqat's limit of {}",
-         r.source, where, original, kMaxConfigPositions);
+    fail("{}: field '{}original_max_position_embeddings' is {}, above rqat's limit of {}", r.source,
+         where, original, kMaxConfigPositions);
   s.original_max_position_embeddings = static_cast<int64_t>(original);
   if (s.high_freq_factor <= s.low_freq_factor) {
     fail("{}: field '{}high_freq_factor' must exceed low_freq_factor", r.source, where);
@@ -174,8 +175,8 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
   if (c.head_dim % 2 != 0)
     fail("{}: field 'head_dim' ({}) must be even for rotary embeddings", source, c.head_dim);
   c.rms_norm_eps = r.positive_number(json, "rms_norm_eps", c.rms_norm_eps, "");
-  c.max_position_embeddings = r.positive_int_or("max_position_embeddings",
-                                                c.max_position_embeddings, kMaxConfigPositions);
+  c.max_position_embeddings =
+      r.positive_int_or("max_position_embeddings", c.max_position_embeddings, kMaxConfigPositions);
   parse_rope(r, c);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
 
@@ -209,10 +210,11 @@ ModelConfig ModelConfig::from_json(const Json& json, const std::string& source) 
       c.torch_dtype = d->get<std::string>();
   }
   if (!checked_weight_count(c) || *checked_weight_count(c) > kMaxConfigWeights)
-    fail("{}: the sizes describe more than 2^42 weights (vocab_size {}, hidden_size {}, "
-         "intermediate_size {}, {} layers, {} heads of {}), above rqat's limit",
-         source, c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
-         c.num_attention_heads, c.head_dim);
+    fail(
+        "{}: the sizes describe more than 2^42 weights (vocab_size {}, hidden_size {}, "
+        "intermediate_size {}, {} layers, {} heads of {}), above rqat's limit",
+        source, c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+        c.num_attention_heads, c.head_dim);
   return c;
 }
 
@@ -225,6 +227,12 @@ int64_t weight_element_count(const ModelConfig& config) {
 
 ModelConfig ModelConfig::load(const std::filesystem::path& config_json) {
   return from_json(io::read_json_file(config_json), config_json.string());
+}
+
+ModelConfig ModelConfig::from_artifact(const io::Artifact& artifact) {
+  ModelConfig config = from_json(artifact.config, artifact.where(io::kConfigFile));
+  config.generation = artifact.generation_config;
+  return config;
 }
 
 io::Json ModelConfig::to_json() const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/artifact.h"
 #include "io/enum_names.h"
 #include "io/json_file.h"
 
@@ -54,7 +55,10 @@ struct ModelConfig {
 
   // Parses and validates; errors name the file and the field.
   static ModelConfig from_json(const io::Json& json, const std::string& source);
+  // A config file given by its path (--config FILE); a model directory's comes from its Artifact.
   static ModelConfig load(const std::filesystem::path& config_json);
+  // The artifact's config.json (required) with its generation_config.json.
+  static ModelConfig from_artifact(const io::Artifact& artifact);
 
   // config.json text in the classic (transformers 4.x) layout that every HF-based tool reads.
   io::Json to_json() const;
@@ -68,7 +72,7 @@ struct ModelConfig {
 // 4096, intermediate 12288, 151936 tokens, 94 layers, 64 heads); they keep every product the
 // decoder forms inside int64 and turn a corrupt field into an error instead of an allocation of
 // exabytes.
-inline constexpr int64_t kMaxConfigVocabSize = INT32_MAX;  // token ids are int32
+inline constexpr int64_t kMaxConfigVocabSize = INT32_MAX;     // token ids are int32
 inline constexpr int64_t kMaxConfigWidth = int64_t{1} << 20;  // hidden, intermediate, head_dim
 inline constexpr int64_t kMaxConfigLayers = int64_t{1} << 12;
 inline constexpr int64_t kMaxConfigHeads = int64_t{1} << 14;

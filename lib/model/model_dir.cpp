@@ -14,9 +14,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // Tokenizer files that transformers' AutoTokenizer reads; copied so an artifact is self-contained.
-constexpr const char* kTokenizerFiles[] = {
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-    "merges.txt",     "added_tokens.json",     "tokenizer.model",         "chat_template.jinja"};
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json",
+                                           io::kTokenizerConfigFile.data(),
+                                           io::kSpecialTokensMapFile.data(),
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "added_tokens.json",
+                                           "tokenizer.model",
+                                           io::kChatTemplateFile.data()};
 
 bool ignorable_extra(const std::string& name, const ModelConfig& config) {
   // Some exporters store the rotary table; a tied model may still carry a copy of the embedding.
@@ -81,24 +86,30 @@ void load_weights(CausalLM& model, const fs::path& dir) {
   }
 }
 
-std::shared_ptr<CausalLM> build_causal_lm(const fs::path& dir, const LoadOptions& options) {
-  if (!fs::is_directory(dir)) fail("{}: model directory does not exist", dir.string());
-  ModelConfig config = ModelConfig::load(dir / "config.json");
-  if (fs::exists(dir / "generation_config.json"))
-    config.generation = io::read_json_file(dir / "generation_config.json");
+std::shared_ptr<CausalLM> build_causal_lm(const io::Artifact& artifact,
+                                          const LoadOptions& options) {
   // The modules are built without touching memory (at::empty); load_weights swaps in the mapped
   // weights.
   return std::make_shared<CausalLM>(
-      config, at::TensorOptions().dtype(options.dtype).device(options.device));
+      ModelConfig::from_artifact(artifact),
+      at::TensorOptions().dtype(options.dtype).device(options.device));
+}
+
+std::shared_ptr<CausalLM> build_causal_lm(const fs::path& dir, const LoadOptions& options) {
+  return build_causal_lm(io::Artifact::open(dir), options);
+}
+
+std::shared_ptr<CausalLM> load_causal_lm(const io::Artifact& artifact, const LoadOptions& options) {
+  auto model = build_causal_lm(artifact, options);
+  if (model->config().raw.contains("quantization_config"))
+    fail("{}: has a quantization_config; quantized checkpoints load through quant::load_model",
+         artifact.where(io::kConfigFile));
+  load_weights(*model, artifact.dir);
+  return model;
 }
 
 std::shared_ptr<CausalLM> load_causal_lm(const fs::path& dir, const LoadOptions& options) {
-  auto model = build_causal_lm(dir, options);
-  if (model->config().raw.contains("quantization_config"))
-    fail("{}: has a quantization_config; quantized checkpoints load through quant::load_model",
-         (dir / "config.json").string());
-  load_weights(*model, dir);
-  return model;
+  return load_causal_lm(io::Artifact::open(dir), options);
 }
 
 void save_causal_lm(const CausalLM& model, const fs::path& dir, const SaveOptions& options) {
@@ -128,7 +139,7 @@ void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
 
 void save_model_config(const ModelConfig& config, const fs::path& dir) {
   fs::create_directories(dir);
-  io::write_json_file(dir / "config.json", config.to_json());
+  io::write_json_file(dir / io::kConfigFile, config.to_json());
 
   io::Json generation = config.generation.is_object() ? config.generation : io::Json::object();
   if (config.bos_token_id && !generation.contains("bos_token_id"))
@@ -138,7 +149,7 @@ void save_model_config(const ModelConfig& config, const fs::path& dir) {
                                      ? io::Json(config.eos_token_ids[0])
                                      : io::Json(config.eos_token_ids);
   }
-  io::write_json_file(dir / "generation_config.json", generation);
+  io::write_json_file(dir / io::kGenerationConfigFile, generation);
 }
 
 }  // namespace rqat::model

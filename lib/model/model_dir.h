@@ -31,10 +31,15 @@ struct SaveOptions {
 
 // A full-precision checkpoint (quantized ones load through quant::load_model, which swaps in
 // their layers first).
+std::shared_ptr<CausalLM> load_causal_lm(const io::Artifact& artifact,
+                                         const LoadOptions& options = {});
 std::shared_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir,
                                          const LoadOptions& options = {});
-// The model dir/config.json (and generation_config.json) describes, its modules allocated but not
-// filled: a loader may replace layers (CausalLM::replace_linear) before load_weights.
+// The model the artifact's config.json (and generation_config.json) describes, its modules
+// allocated but not filled: a loader may replace layers (CausalLM::replace_linear) before
+// load_weights. The path versions open the artifact first.
+std::shared_ptr<CausalLM> build_causal_lm(const io::Artifact& artifact,
+                                          const LoadOptions& options = {});
 std::shared_ptr<CausalLM> build_causal_lm(const std::filesystem::path& dir,
                                           const LoadOptions& options = {});
 void save_causal_lm(const CausalLM& model, const std::filesystem::path& dir,

@@ -12,23 +12,18 @@
 
 namespace rqat::quant {
 
-class CapturingLinear : public model::Linear {
+class CapturingLinear : public model::WrappingLinear {
  public:
   using Observer = std::function<void(const at::Tensor& input)>;
   CapturingLinear(std::shared_ptr<model::Linear> inner, Observer observer)
-      : inner_(std::move(inner)), observer_(std::move(observer)) {}
+      : WrappingLinear(std::move(inner)), observer_(std::move(observer)) {}
 
   at::Tensor forward(const at::Tensor& x) override {
     observer_(x);
     return inner_->forward(x);
   }
-  int64_t in_features() const override { return inner_->in_features(); }
-  int64_t out_features() const override { return inner_->out_features(); }
-  at::Tensor effective_weight() const override { return inner_->effective_weight(); }
-  std::optional<at::Tensor> bias() const override { return inner_->bias(); }
 
  private:
-  std::shared_ptr<model::Linear> inner_;
   Observer observer_;
 };
 

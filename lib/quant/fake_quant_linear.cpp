@@ -14,8 +14,10 @@
 #include "ops/fake_quant_ste.h"
 #include "ops/host_copy.h"
 #include "ops/weight_formats.h"
+#include "quant/activation_quant.h"
 #include "quant/gguf/grid.h"
 #include "quant/rtn.h"
+#include "quant/straight_through.h"
 #include "quant/uniform_quantizer.h"
 
 namespace rqat::quant {
@@ -85,18 +87,9 @@ void check_bits(int bits, const std::string& name) {
     fail("{}: bits = {} (supported: {})", name, bits, ops::integer_bits_choices());
 }
 
-// The value of `rounded` (no history) with the gradient of `x` passed straight through where
-// `pass` holds. Written as rounded + (x - x.detach()) so that the value is exactly `rounded`.
-at::Tensor straight_through(const at::Tensor& x, const at::Tensor& rounded,
-                            const at::Tensor& pass) {
-  auto delta = x - x.detach();
-  return rounded.detach() + at::where(pass, delta, at::zeros_like(delta));
-}
-
 // The value of x rounded to fp16 (as a GGUF block stores it), the gradient straight through.
 at::Tensor fp16_straight_through(const at::Tensor& x) {
-  const auto rounded = x.detach().to(at::kHalf).to(x.scalar_type());
-  return rounded + (x - x.detach());
+  return rounded_straight_through(x, x.detach().to(at::kHalf).to(x.scalar_type()));
 }
 
 // Codes of w (out, in) on a GGUF grid, with the grid's scales and offsets expanded to (out, in),
@@ -163,7 +156,13 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
         "{}: --scale-mode {} is not available on the {} grid (its steps are fp16 values, not "
         "ranges: use frozen or lsq)",
         name, enum_name(options_.mode), gguf_grid_name(*quantized.gguf_grid));
+  if (quantized.fp_grid && options_.mode == ScaleMode::kLearnableClip)
+    fail(
+        "{}: --scale-mode {} is not available on the {} grid (its scales are the format's, not "
+        "ranges: use frozen or lsq)",
+        name, enum_name(options_.mode), enum_name(*quantized.fp_grid));
   grid_ = quantized.gguf_grid;
+  fp_grid_ = quantized.fp_grid;
   at::NoGradGuard no_grad;
   const auto device = weight.device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
@@ -176,12 +175,14 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
   }
   const bool lsq = options_.mode == ScaleMode::kLsq;
   const bool grid_lsq = grid_ && lsq;
-  scales_ = register_parameter("scales", quantized.scales.to(f32).clone(), lsq && !grid_);
+  scales_ =
+      register_parameter("scales", quantized.scales.to(f32).clone(), lsq && !grid_ && !fp_grid_);
   // On a grid, LSQ trains what the block format stores as fp16 (the header): a K-quant's
   // super-block scales, else each block's step and, in min form (q4_1), its min.
   const GgufGridInfo grid = grid_ ? gguf_grid_info(*grid_) : GgufGridInfo{};
-  zeros_ = register_parameter("zeros", quantized.zeros.to(f32).clone(),
-                              lsq && (!grid_ || (grid.min_form && !grid.super_scales)));
+  zeros_ =
+      register_parameter("zeros", quantized.zeros.to(f32).clone(),
+                         lsq && !fp_grid_ && (!grid_ || (grid.min_form && !grid.super_scales)));
   g_idx_ = register_buffer("g_idx", quantized.g_idx.to(device, at::kInt).clone());
   // The log of a magnitude (0 where it is 0: its multiplier is 0 there, so it never counts).
   const auto log_of = [](const at::Tensor& x) {
@@ -214,6 +215,7 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
   } else if (quantized.super_scales.defined()) {
     super_scales_ = quantized.super_scales.cpu().clone();
   }
+  if (fp_grid_) init_fp_grid();
   if (options_.mode == ScaleMode::kLearnableClip) {
     clip_gamma_ =
         register_parameter("clip_gamma", at::full(scales_.sizes(), options_.clip_init_logit, f32));
@@ -348,6 +350,7 @@ at::Tensor FakeQuantLinear::fake_quantized_weight_on_grid() const {
 
 at::Tensor FakeQuantLinear::fake_quantized_weight() const {
   if (grid_) return fake_quantized_weight_on_grid();
+  if (fp_grid_) return fake_quantized_weight_on_fp_grid();
   if (options_.mode == ScaleMode::kLsq) {
     auto s = scales_.detach();
     if (!(s > 0).all().item<bool>() || !at::isfinite(s).all().item<bool>())
@@ -370,7 +373,9 @@ at::Tensor FakeQuantLinear::forward(const at::Tensor& x) {
     fail("{}: the input must be a float tensor, got {}", options_.name,
          c10::toString(x.scalar_type()));
   auto w = fake_quantized_weight().to(x.scalar_type());
-  return bias_.defined() ? at::linear(x, w, bias_.to(x.scalar_type())) : at::linear(x, w);
+  const at::Tensor input =
+      options_.activations ? fake_quantize_activations(x, *options_.activations, options_.name) : x;
+  return bias_.defined() ? at::linear(input, w, bias_.to(x.scalar_type())) : at::linear(input, w);
 }
 
 at::Tensor FakeQuantLinear::effective_weight() const {
@@ -387,6 +392,7 @@ QuantizedWeight FakeQuantLinear::to_quantized() const {
   at::NoGradGuard no_grad;
   if (!at::isfinite(weight_).all().item<bool>())
     fail("{}: the trained weight holds NaN or infinite values; cannot export", options_.name);
+  if (fp_grid_) return to_quantized_on_fp_grid();
   QuantizedWeight q;
   if (grid_) {
     q.gguf_grid = grid_;

@@ -29,6 +29,13 @@
 // amount, which one learning rate can serve for llama.cpp's steps (1e-5..1e-2, a K-quant's d often
 // 1e-4) and the weights alike, and it cannot turn negative. One that rounds to 0 in fp16 stops
 // training with a message. "scales" and "zeros" keep the initial values where they do not train.
+// On a floating-point grid (QuantizedWeight::fp_grid, quant/fp_grid_weight.h) the forward takes
+// each weight's nearest element value (E2M1, E4M3) times its block's scale, with the clipped
+// straight-through gradient (0 beyond the largest value, 6 or 448 steps). The block scales stay
+// the format reference quantizer's (kFrozen) or learn with LSQ's gradient (kLsq) as the log of
+// their ratio to the start ("log_scale_ratios"), rounded in every forward to what the format
+// stores: an E4M3 value (nvfp4, under its fixed FP32 global scale), a power of two (mxfp4's E8M0)
+// or any FP32 (fp8's per-row scale). A scale of 0 (nvfp4's all-zero block) stays 0.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -68,6 +75,8 @@ struct FakeQuantOptions {
   double clip_init_logit = 4.0;
   // Names the layer in error messages (e.g. "model.layers.0.mlp.up_proj").
   std::string name = "fake_quant_linear";
+  // The input quantized too (QuantSpec::activations, quant/activation_quant.h), straight through.
+  std::optional<FpGrid> activations;
 
   // The options a trainer's user picks (io/options.h); the clip init and the name are not flags.
   template <class Self, class Visitor>
@@ -155,12 +164,21 @@ class FakeQuantLinear : public model::Linear {
   // d, dmin).
   at::Tensor learned_super_scales() const;
   bool learns_on_grid() const { return grid_.has_value() && options_.mode == ScaleMode::kLsq; }
+  // On a floating-point grid (quant/fake_quant_fp_grid.cpp): the buffers and parameters, the
+  // forward's weight and the export.
+  void init_fp_grid();
+  at::Tensor fake_quantized_weight_on_fp_grid() const;
+  // The block scales as the format stores them: frozen, or learned and rounded onto the scale's
+  // format (E4M3, a power of two, FP32) with the gradient straight through.
+  at::Tensor fp_grid_scales() const;
+  QuantizedWeight to_quantized_on_fp_grid() const;
 
   FakeQuantOptions options_;
   int bits_;
   int64_t group_size_;
   at::Tensor weight_, bias_, scales_, zeros_, g_idx_, clip_gamma_, clip_beta_;
   std::optional<io::GgufType> grid_;  // a GGUF grid: zeros_ then hold mins for the min form
+  std::optional<FpGrid> fp_grid_;     // a floating-point grid: super_scales_ holds nvfp4's global
   // Its fp16 super-block scales (K-quants), for export (frozen grids).
   at::Tensor super_scales_;
   // kLsq on a grid: the learned logs of the steps' magnitudes (out, groups), or of the K-quants'

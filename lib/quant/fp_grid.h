@@ -18,7 +18,10 @@
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <c10/util/Float8_e4m3fn.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 
@@ -36,6 +39,37 @@ inline constexpr float kE4m3Max = 448.0f;
 at::Tensor round_to_e2m1(const at::Tensor& x);
 at::Tensor round_to_e4m3(const at::Tensor& x);
 
+// The same on one value (GPTQ's column loop), and the element's code (quant/fp_grid_weight.h):
+// E2M1 sign << 3 | magnitude index, or the E4M3 byte; -0 codes as +0.
+inline float round_to_e2m1(float x) {
+  const float a = std::fabs(x);
+  const float v = a > 5.0f     ? 6.0f
+                  : a >= 3.5f  ? 4.0f
+                  : a > 2.5f   ? 3.0f
+                  : a >= 1.75f ? 2.0f
+                  : a > 1.25f  ? 1.5f
+                  : a >= 0.75f ? 1.0f
+                  : a > 0.25f  ? 0.5f
+                               : 0.0f;
+  return x < 0 ? -v : v;
+}
+inline float round_to_e4m3(float x) {
+  return static_cast<float>(c10::Float8_e4m3fn(std::clamp(x, -kE4m3Max, kE4m3Max)));
+}
+inline uint8_t e2m1_code(float value) {
+  const float a = std::fabs(value);
+  const uint8_t index = a >= 6.0f   ? 7
+                        : a >= 4.0f ? 6
+                        : a >= 3.0f ? 5
+                        : a >= 2.0f ? 4
+                        : a >= 1.5f ? 3
+                        : a >= 1.0f ? 2
+                        : a >= 0.5f ? 1
+                                    : 0;
+  return value < 0 && index > 0 ? index | 8 : index;
+}
+inline uint8_t e4m3_code(float value) { return c10::Float8_e4m3fn(value == 0 ? 0.0f : value).x; }
+
 struct FpQuantized {
   FpGrid grid = FpGrid::kNvfp4;
   at::Tensor codes;   // float32 (rows, cols): the element values on the E2M1 / E4M3 grid
@@ -46,6 +80,13 @@ struct FpQuantized {
 
 // Quantizes a 2-D weight (rows, cols) onto `grid`; fails naming `where` for a non-finite or
 // non-2-D weight.
+inline float fp_round(float x, FpGrid grid) {
+  return grid == FpGrid::kFp8 ? round_to_e4m3(x) : round_to_e2m1(x);
+}
+inline uint8_t fp_code(float value, FpGrid grid) {
+  return grid == FpGrid::kFp8 ? e4m3_code(value) : e2m1_code(value);
+}
+
 FpQuantized fp_quantize(const at::Tensor& w, FpGrid grid, std::string_view where);
 // The weight the codes and scales stand for (float32, rows x cols).
 at::Tensor fp_dequantize(const FpQuantized& q);

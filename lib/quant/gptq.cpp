@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "io/error.h"
+#include "quant/fp_grid_weight.h"
 #include "quant/gguf/grid_blocks.h"
 #include "quant/uniform_quantizer.h"
 
@@ -142,6 +143,8 @@ struct ColumnLoop {
   bool static_groups;
   bool lazy_group_params;  // GptqGroupParams::kLazy
   bool min_form;           // a GGUF grid with mins: zeros hold them (quant/gguf/grid.h)
+  // A floating-point grid: scales are the blocks' effective scales, codes the elements' bits.
+  std::optional<FpGrid> fp_grid;
   int64_t group;
   int64_t block;
   at::Tensor codes;        // (rows, cols) uint8
@@ -190,6 +193,7 @@ struct ColumnLoop {
     double* loss_ptr = row_loss.data();
     const float max_code = static_cast<float>(spec.max_code());
     const bool mins = min_form;
+    const std::optional<FpGrid> fp = fp_grid;
     const int64_t grain = std::max<int64_t>(1, 4096 / ((b - a) * (i2 - a)));
     at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
@@ -200,8 +204,15 @@ struct ColumnLoop {
           const int64_t g = r * groups + group_ptr[j];
           const float scale = scale_ptr[g], zero = zero_ptr[g];
           const float x = wr[j];
-          const float q = grid_code(x, scale, zero, max_code, mins);
-          const float dq = grid_value(q, scale, zero, mins);  // as QuantizedWeight::dequantize
+          float q, dq;  // the code and its value, as QuantizedWeight::dequantize computes it
+          if (fp) {
+            const float v = scale > 0 ? fp_round(x / scale, *fp) : 0.0f;
+            q = fp_code(v, *fp);
+            dq = v * scale;
+          } else {
+            q = grid_code(x, scale, zero, max_code, mins);
+            dq = grid_value(q, scale, zero, mins);
+          }
           const float d = u_ptr[j * cols + j];
           const float e = (x - dq) / d;
           code_ptr[r * cols + j] = static_cast<uint8_t>(q);
@@ -280,7 +291,8 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   // A GGUF grid is static: every sub-block's scale (and min) is llama.cpp's reference choice for
   // the original weights; GPTQ chooses the codes on it, in any order (the groups stay contiguous).
   GptqOptions options = requested;
-  if (spec.gguf_grid) options.static_groups = true;
+  // A floating-point grid likewise, on the format's reference scales.
+  if (spec.gguf_grid || spec.fp_grid) options.static_groups = true;
   // A model's weight usually requires grad: without this guard every in-place update below would
   // be recorded for autograd.
   at::NoGradGuard no_grad;
@@ -299,7 +311,7 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   // The reference takes a per-channel range once, from the original weights with their dead
   // columns: one static group, found before the dead columns are zeroed.
   const bool lazy = options.group_params == GptqGroupParams::kLazy;
-  const bool lazy_per_channel = lazy && group == cols && !spec.gguf_grid;
+  const bool lazy_per_channel = lazy && group == cols && !spec.gguf_grid && !spec.fp_grid;
   const bool static_groups = options.static_groups || lazy_per_channel;
   if (lazy_per_channel) find_static_groups(w_tensor, spec, group, scales, zeros);
   report.dead_columns = zero_dead_columns(w_tensor, h);
@@ -307,6 +319,10 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   if (spec.gguf_grid) {
     grid = gguf_grid_quantize(*spec.gguf_grid, w_tensor, grid_importance);
     scales = grid.scales;
+    zeros = grid.zeros;
+  } else if (spec.fp_grid) {
+    grid = fp_grid_quantize(w_tensor, *spec.fp_grid, "gptq");
+    scales = fp_effective_scales(grid);  // what each block's values are multiplied by
     zeros = grid.zeros;
   } else if (options.static_groups && !lazy_per_channel) {
     find_static_groups(w_tensor, spec, group, scales, zeros);
@@ -329,6 +345,7 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
       .static_groups = static_groups,
       .lazy_group_params = lazy,
       .min_form = spec.gguf_grid && gguf_grid_info(*spec.gguf_grid).min_form,
+      .fp_grid = spec.fp_grid,
       .group = group,
       .block = block,
       .codes = at::empty({rows, cols}, at::kByte),
@@ -343,7 +360,9 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
   QuantizedWeight result =
       original_order_result(spec, options, order, group, scales, zeros, loop.codes, output);
   result.gguf_grid = grid.gguf_grid;
+  result.fp_grid = grid.fp_grid;
   result.super_scales = grid.super_scales;
+  if (spec.fp_grid) result.scales = grid.scales;  // the stored scales, not the effective ones
   for (double l : loop.row_loss) report.loss += l;
   report.output = output;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

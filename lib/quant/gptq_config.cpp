@@ -83,15 +83,17 @@ std::optional<GptqCheckpointConfig> read_gptq_config(const io::Json& config_json
   return c;
 }
 
-bool is_gptq_checkpoint(const std::filesystem::path& dir) {
-  const std::filesystem::path config = dir / "config.json";
-  if (!std::filesystem::is_regular_file(config)) return false;
-  const io::Json json = io::read_json_file(config);
+bool is_gptq_checkpoint(const io::Artifact& artifact) {
+  const io::Json& json = artifact.config;
   if (!json.is_object()) return false;
   const io::Json* qc = find_key(json, "quantization_config");
   if (qc == nullptr || !qc->is_object()) return false;
   const io::Json* method = find_key(*qc, "quant_method");
   return method != nullptr && method->is_string() && method->get<std::string>() == "gptq";
+}
+
+bool is_gptq_checkpoint(const std::filesystem::path& dir) {
+  return is_gptq_checkpoint(io::Artifact::open_any(dir));
 }
 
 }  // namespace rqat::quant

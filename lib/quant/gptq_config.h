@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "io/artifact.h"
 #include "io/json_file.h"
 #include "quant/gptq_packing.h"
 
@@ -28,6 +29,7 @@ std::optional<GptqCheckpointConfig> read_gptq_config(const io::Json& config_json
                                                      const std::string& where);
 
 // True when dir/config.json declares a GPTQ quantization_config.
+bool is_gptq_checkpoint(const io::Artifact& artifact);
 bool is_gptq_checkpoint(const std::filesystem::path& dir);
 
 }  // namespace rqat::quant

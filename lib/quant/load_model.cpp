@@ -4,15 +4,23 @@
 #include <malloc.h>
 #endif
 
+#include "quant/activation_quant.h"
 #include "quant/gptq_checkpoint.h"
+#include "quant/quant_state.h"
 
 namespace rqat::quant {
 
 std::shared_ptr<model::CausalLM> load_model(const std::filesystem::path& dir,
                                             const model::LoadOptions& options) {
-  auto model = model::build_causal_lm(dir, options);
+  return load_model(io::Artifact::open(dir), options);
+}
+
+std::shared_ptr<model::CausalLM> load_model(const io::Artifact& artifact,
+                                            const model::LoadOptions& options) {
+  const std::filesystem::path& dir = artifact.dir;
+  auto model = model::build_causal_lm(artifact, options);
   // GPTQ checkpoints: the packed layers are built from their own tensors first.
-  if (auto gptq = read_gptq_config(model->config().raw, (dir / "config.json").string())) {
+  if (auto gptq = read_gptq_config(model->config().raw, artifact.where(io::kConfigFile))) {
     attach_packed_gptq_layers(*model, dir, *gptq, options.dequantize);
 #if defined(__GLIBC__)
     // Repacking made per-layer temporaries (unpacked codes) of a few MB each, which glibc keeps in
@@ -22,6 +30,8 @@ std::shared_ptr<model::CausalLM> load_model(const std::filesystem::path& dir,
 #endif
   }
   model::load_weights(*model, dir);
+  // An artifact made with --act-grid computes with quantized inputs, as it will be served.
+  if (const auto spec = read_quant_spec(dir)) attach_activation_quant(*model, *spec);
   return model;
 }
 

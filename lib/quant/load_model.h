@@ -11,6 +11,9 @@
 
 namespace rqat::quant {
 
+// The artifact a tool opened once; the path version opens it.
+std::shared_ptr<model::CausalLM> load_model(const io::Artifact& artifact,
+                                            const model::LoadOptions& options = {});
 std::shared_ptr<model::CausalLM> load_model(const std::filesystem::path& dir,
                                             const model::LoadOptions& options = {});
 

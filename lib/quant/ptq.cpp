@@ -68,7 +68,7 @@ void run_block(model::DecoderLayer& layer, int64_t index, const BlockData& data)
 // stand for. A GGUF grid's scales are already what its blocks store (fp16, or fp16 times an
 // integer sub-block scale).
 at::Tensor finalize(QuantizedWeight& q) {
-  if (!q.gguf_grid) q.scales = q.scales.to(at::kHalf).to(at::kFloat);
+  if (!q.on_format_grid()) q.scales = q.scales.to(at::kHalf).to(at::kFloat);
   return q.dequantize();
 }
 
@@ -167,6 +167,7 @@ void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOption
   options.spec.validate("--");
   if (options.batch_size < 1) fail("--batch-size must be >= 1, got {}", options.batch_size);
   if (options.spec.gguf_grid) check_gguf_grid_fits(model, options.spec, options.method);
+  if (options.spec.fp_grid) check_grid_method(options.spec, options.method);
   check_calibration_needs(options, ids.defined());
   if (!ids.defined()) return;
   if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 1)
@@ -181,9 +182,10 @@ void check_inputs(model::CausalLM& model, const at::Tensor& ids, const PtqOption
 }  // namespace
 
 void check_grid_method(const QuantSpec& spec, PtqMethod method) {
-  if (spec.gguf_grid && method != PtqMethod::kRtn && method != PtqMethod::kGptq)
-    fail("--grid {}: --method {} does not choose codes on a GGUF grid (use rtn or gptq)",
-         gguf_grid_name(*spec.gguf_grid), enum_name(method));
+  const auto grid = spec.grid_name();
+  if (grid && method != PtqMethod::kRtn && method != PtqMethod::kGptq)
+    fail("--grid {}: --method {} does not choose codes on a {} grid (use rtn or gptq)", *grid,
+         enum_name(method), spec.gguf_grid ? "GGUF" : "floating-point");
 }
 
 void check_calibration_needs(const PtqOptions& options, bool has_calibration) {

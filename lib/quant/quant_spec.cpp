@@ -71,22 +71,63 @@ bool QuantSpec::quantizes(std::string_view module_name) const {
 void QuantSpec::use_gguf_grid(io::GgufType type) {
   const GgufGridInfo grid = gguf_grid_info(type);
   gguf_grid = type;
+  fp_grid.reset();
   bits = grid.bits;
   group_size = grid.sub_block;
   symmetric = false;
   clip_search = false;
 }
 
+void QuantSpec::use_fp_grid(FpGrid grid) {
+  const ops::WeightFormat* format = ops::weight_format(enum_name(grid));
+  fp_grid = grid;
+  gguf_grid.reset();
+  bits = format->bits;
+  group_size = format->sub_block == 0 ? -1 : format->sub_block;
+  symmetric = true;
+  clip_search = false;
+}
+
+void QuantSpec::use_grid(std::string_view name, std::string_view where) {
+  if (name == kInt4W4a16Preset) {
+    bits = 4;
+    group_size = 128;
+    symmetric = true;
+    return;
+  }
+  for (int g = 0; g < static_cast<int>(FpGrid::kCount); ++g) {
+    if (name == enum_name(static_cast<FpGrid>(g))) return use_fp_grid(static_cast<FpGrid>(g));
+  }
+  if (name.rfind("gguf-", 0) != 0)
+    fail("{} = {}: unknown grid (known: {}, {}, {}, {}, gguf-<type>: {})", where, name,
+         enum_name(FpGrid::kNvfp4), enum_name(FpGrid::kMxfp4), enum_name(FpGrid::kFp8),
+         kInt4W4a16Preset, ops::weight_format_names(ops::WeightGrid::kGguf));
+  use_gguf_grid(parse_gguf_grid(name, where));
+}
+
+std::optional<std::string> QuantSpec::grid_name() const {
+  if (gguf_grid) return gguf_grid_name(*gguf_grid);
+  if (fp_grid) return std::string(enum_name(*fp_grid));
+  return std::nullopt;
+}
+
 void QuantSpec::validate(std::string_view where) const {
-  if (gguf_grid) {
-    const GgufGridInfo grid = gguf_grid_info(*gguf_grid, field_name(where, "grid"));
-    if (bits != grid.bits || group_size != grid.sub_block)
-      fail("{} = {} has {}-bit codes in groups of {}: {} = {} and {} = {} do not match",
-           field_name(where, "grid"), gguf_grid_name(*gguf_grid), grid.bits, grid.sub_block,
-           field_name(where, "bits"), bits, field_name(where, "group_size"), group_size);
+  if (const auto grid = grid_name()) {
+    // A format's own grid: its bits and groups (and, floating point, symmetric), nothing else.
+    if (gguf_grid && fp_grid)
+      fail("{}: a GGUF grid and a floating-point grid ({}) at once", field_name(where, "grid"),
+           enum_name(*fp_grid));
+    const ops::WeightFormat* format = ops::weight_format(*grid);
+    if (format == nullptr) fail("{} = {}: unknown grid", field_name(where, "grid"), *grid);
+    const int64_t group = format->sub_block == 0 ? -1 : format->sub_block;
+    if (bits != format->bits || group_size != group || (fp_grid && !symmetric))
+      fail("{} = {} has {}-bit codes in groups of {}{}: {} = {}, {} = {}{} do not match",
+           field_name(where, "grid"), *grid, format->bits, group, fp_grid ? ", symmetric" : "",
+           field_name(where, "bits"), bits, field_name(where, "group_size"), group_size,
+           fp_grid ? fmt::format(" and {} = {}", field_name(where, "symmetric"), symmetric) : "");
     if (per_tensor || clip_search || v1_zeros)
-      fail("{} = {}: per_tensor, clip_search and v1_zeros do not apply to a GGUF grid",
-           field_name(where, "grid"), gguf_grid_name(*gguf_grid));
+      fail("{} = {}: per_tensor, clip_search and v1_zeros do not apply to a format's grid",
+           field_name(where, "grid"), *grid);
     check_patterns(include, where, "include");
     check_patterns(exclude, where, "exclude");
     return;
@@ -112,7 +153,8 @@ io::Json QuantSpec::to_json() const {
   // Written only when set, so the specs of earlier artifacts read back unchanged.
   if (per_tensor) json["per_tensor"] = true;
   if (v1_zeros) json["v1_zeros"] = true;
-  if (gguf_grid) json["grid"] = gguf_grid_name(*gguf_grid);
+  if (const auto grid = grid_name()) json["grid"] = *grid;
+  if (activations) json["activations"] = enum_name(*activations);
   return json;
 }
 
@@ -138,13 +180,24 @@ QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
       field = value.get<bool>();
     } else if (key == "grid") {
       if (!value.is_string()) fail("{} must be a string, got {}", name, value.dump());
-      spec.gguf_grid = parse_gguf_grid(value.get<std::string>(), name);
+      // The grid's name only; bits and group size come from their own keys (validate checks).
+      const std::string grid = value.get<std::string>();
+      const QuantSpec kept = spec;
+      spec.use_grid(grid, name);
+      if (grid == kInt4W4a16Preset) fail("{} = {}: a preset, not a grid of its own", name, grid);
+      spec.bits = kept.bits;
+      spec.group_size = kept.group_size;
+      spec.symmetric = kept.symmetric;
+      spec.clip_search = kept.clip_search;
+    } else if (key == "activations") {
+      if (!value.is_string()) fail("{} must be a string, got {}", name, value.dump());
+      spec.activations = parse_enum<FpGrid>(value.get<std::string>(), name);
     } else if (key == "include" || key == "exclude") {
       (key == "include" ? spec.include : spec.exclude) = string_list(value, name);
     } else {
       fail(
           "{}: unknown key (known: bits, group_size, symmetric, clip_search, per_tensor, "
-          "v1_zeros, grid, include, exclude)",
+          "v1_zeros, grid, activations, include, exclude)",
           name);
     }
   }
@@ -153,6 +206,14 @@ QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
 }
 
 std::string QuantSpec::describe() const {
+  if (activations) {
+    QuantSpec weights = *this;
+    weights.activations.reset();
+    return fmt::format("{}, {} activations", weights.describe(), enum_name(*activations));
+  }
+  if (fp_grid)
+    return fmt::format("{} grid (W{}, blocks of {})", enum_name(*fp_grid), bits,
+                       group_size == -1 ? std::string("a row") : std::to_string(group_size));
   if (gguf_grid)
     return fmt::format("{} grid (W{}, groups of {})", gguf_grid_name(*gguf_grid), bits, group_size);
   std::string out = per_tensor         ? fmt::format("W{} per-tensor", bits)

@@ -13,8 +13,12 @@
 #include "io/gguf_file.h"
 #include "io/json_file.h"
 #include "io/options.h"
+#include "quant/fp_grid.h"
 
 namespace rqat::quant {
+
+// `--grid int4-w4a16`: the INT4 W4A16 scheme of compressed-tensors (W4, groups of 128, symmetric).
+inline constexpr const char* kInt4W4a16Preset = "int4-w4a16";
 
 struct QuantSpec {
   // The trainers' bits beyond the formats': their input's quant state (their default), or no
@@ -39,6 +43,14 @@ struct QuantSpec {
   // and group size are then the type's (use_gguf_grid sets them), the scales those of llama.cpp's
   // reference quantizer, and the layers export to that GGUF type with no rounding error.
   std::optional<io::GgufType> gguf_grid = {};
+  // A GPU engine's floating-point grid instead (quant/fp_grid.h: nvfp4, mxfp4, fp8): bits and
+  // group size are the format's, symmetric, the scales the format's reference quantizer picks
+  // (frozen), and the layers export to compressed-tensors with no rounding error.
+  std::optional<FpGrid> fp_grid = {};
+  // Activations quantized too, as the engines serve W8A8 and W4A4 (quant/activation_quant.h):
+  // each quantized layer's input on this grid (fp8 per token, nvfp4/mxfp4 per block), in
+  // training (straight through) and in evaluation.
+  std::optional<FpGrid> activations = {};
   // Which linear layers are quantized, as ECMAScript regexes matched against the whole Hugging
   // Face module name (e.g. "model.layers.3.self_attn.q_proj"). A layer is quantized when it
   // matches some include pattern and no exclude pattern. Default: every linear layer inside the
@@ -61,6 +73,9 @@ struct QuantSpec {
     v.value(self.per_tensor, "per-tensor", "One scale for the whole weight (with --group-size -1)");
     v.value(self.v1_zeros, "v1-zeros",
             "Asymmetric zero points >= 1, storable in GPTQ v1 (set by --export gptq)");
+    v.value(self.activations, "act-grid",
+            "Quantize each quantized layer's input too, as served: fp8 (W8A8, per-token scales), "
+            "nvfp4 or mxfp4 (W4A4, per-block scales)");
     v.value(self.include, "include",
             "Regexes of module names to quantize (default: every linear in the blocks)");
     v.value(self.exclude, "exclude", "Regexes of module names kept in full precision");
@@ -68,6 +83,14 @@ struct QuantSpec {
 
   // Puts the spec on `type`'s grid (bits and group size from it; symmetric and clip search off).
   void use_gguf_grid(io::GgufType type);
+  // Puts the spec on a floating-point grid (bits and group size from it; symmetric).
+  void use_fp_grid(FpGrid grid);
+  // `--grid NAME`: gguf-<type>, nvfp4, mxfp4, fp8, or int4-w4a16 (the W4A16 preset GPU engines
+  // serve: 4 bits, groups of 128, symmetric, on the uniform grid); fails naming `where` and the
+  // known names.
+  void use_grid(std::string_view name, std::string_view where);
+  // The grid's name (gguf-q4_k, nvfp4), or nullopt on the uniform grid.
+  std::optional<std::string> grid_name() const;
 
   int64_t max_code() const { return (int64_t{1} << bits) - 1; }
   // Number of groups along an input dimension of `in_features` (the last one may be smaller).

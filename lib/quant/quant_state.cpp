@@ -25,19 +25,32 @@ void save_quant_state(const std::filesystem::path& dir, const QuantState& state)
                        {{"format", "pt"}, {"rqat.quant_spec", state.spec.to_json().dump()}});
 }
 
+namespace {
+
+QuantSpec spec_of(const io::SafetensorsFile& file, const std::filesystem::path& path) {
+  const auto spec_text = file.metadata().find("rqat.quant_spec");
+  if (spec_text == file.metadata().end()) fail("{}: metadata lacks rqat.quant_spec", path.string());
+  io::Json spec_json;
+  if (auto problem = io::parse_json_into(spec_text->second, spec_json))
+    fail("{}: rqat.quant_spec: {}", path.string(), *problem);
+  return QuantSpec::from_json(spec_json, path.string() + ": rqat.quant_spec");
+}
+
+}  // namespace
+
+std::optional<QuantSpec> read_quant_spec(const std::filesystem::path& dir) {
+  const auto path = dir / kQuantStateFile;
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  return spec_of(*io::SafetensorsFile::open(path), path);
+}
+
 QuantState load_quant_state(const std::filesystem::path& dir) {
   const auto path = dir / kQuantStateFile;
   if (!std::filesystem::exists(path))
     fail("{}: no quantized state in this directory", path.string());
   const auto file = io::SafetensorsFile::open(path);
   QuantState state;
-  const auto spec_text = file->metadata().find("rqat.quant_spec");
-  if (spec_text == file->metadata().end())
-    fail("{}: metadata lacks rqat.quant_spec", path.string());
-  io::Json spec_json;
-  if (auto problem = io::parse_json_into(spec_text->second, spec_json))
-    fail("{}: rqat.quant_spec: {}", path.string(), *problem);
-  state.spec = QuantSpec::from_json(spec_json, path.string() + ": rqat.quant_spec");
+  state.spec = spec_of(*file, path);
   std::set<std::string> names;
   for (const auto& entry : file->entries()) {
     const auto dot = entry.name.rfind('.');
@@ -58,6 +71,7 @@ QuantState load_quant_state(const std::filesystem::path& dir) {
     q.bits = state.spec.bits;
     q.group_size = state.spec.group_size;
     q.gguf_grid = state.spec.gguf_grid;
+    q.fp_grid = state.spec.fp_grid;
     q.validate(path.string() + ": " + name);
     state.layers.emplace(name, std::move(q));
   }

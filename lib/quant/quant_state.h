@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "quant/quant_spec.h"
@@ -25,5 +26,7 @@ struct QuantState {
 void save_quant_state(const std::filesystem::path& dir, const QuantState& state);
 // Errors name the file and tensor (missing parts, shapes that disagree, codes out of range).
 QuantState load_quant_state(const std::filesystem::path& dir);
+// The spec alone (the file's metadata, no tensor read), or nullopt when `dir` has no state.
+std::optional<QuantSpec> read_quant_spec(const std::filesystem::path& dir);
 
 }  // namespace rqat::quant

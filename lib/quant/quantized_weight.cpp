@@ -7,11 +7,15 @@
 
 #include "io/error.h"
 #include "ops/weight_formats.h"
+#include "quant/fp_grid_weight.h"
 #include "quant/gguf/grid.h"
 
 namespace rqat::quant {
 
 at::Tensor QuantizedWeight::dequantize() const {
+  if (fp_grid)
+    return fp_code_values(codes, *fp_grid) *
+           fp_effective_scales(*this).index_select(1, g_idx.to(at::kLong));
   auto z = zeros.index_select(1, g_idx.to(at::kLong));
   auto s = scales.index_select(1, g_idx.to(at::kLong));
   const bool min_form = gguf_grid && gguf_grid_info(*gguf_grid).min_form;
@@ -19,7 +23,12 @@ at::Tensor QuantizedWeight::dequantize() const {
 }
 
 void QuantizedWeight::validate(const std::string& name) const {
-  if (gguf_grid) {
+  if (gguf_grid && fp_grid)
+    fail("{}: a layer is on a GGUF grid or a floating-point one, not both", name);
+  if (fp_grid) {
+    if (bits != 4 && bits != 8)
+      fail("{}: bits = {} (a floating-point grid has 4 or 8)", name, bits);
+  } else if (gguf_grid) {
     if (bits < 2 || bits > 8) fail("{}: bits = {} (a GGUF grid has 2 to 8)", name, bits);
   } else if (!ops::integer_bits_supported(bits)) {
     fail("{}: bits = {} (supported: {})", name, bits, ops::integer_bits_choices());
@@ -52,6 +61,7 @@ void QuantizedWeight::validate(const std::string& name) const {
   if (codes.numel() > 0 && codes.max().item<int64_t>() > max_code)
     fail("{}: codes exceed {} (the largest {}-bit code)", name, max_code, bits);
   if (gguf_grid) return validate_gguf_grid(*this, name);
+  if (fp_grid) return validate_fp_grid(*this, name);
   if (scales.numel() > 0) {
     if (!(scales > 0).all().item<bool>() || !at::isfinite(scales).all().item<bool>())
       fail("{}: scales must be finite and > 0", name);

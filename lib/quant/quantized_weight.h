@@ -3,7 +3,9 @@
 // which act-order makes non-monotonic). The weight it stands for is
 //   W[r, c] = (codes[r, c] - zeros[r, g_idx[c]]) * scales[r, g_idx[c]].
 // A layer on one of llama.cpp's grids (gguf_grid set; quant/gguf/grid.h) has the type's sub-blocks
-// as groups and, for the types with mins, W[r, c] = scales[r, g] * codes[r, c] - zeros[r, g].
+// as groups and, for the types with mins, W[r, c] = scales[r, g] * codes[r, c] - zeros[r, g]. One
+// on a floating-point grid (fp_grid set; quant/fp_grid_weight.h) has W[r, c] = value(codes[r, c])
+// * scales[r, g] / global.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "io/gguf_file.h"
+#include "quant/fp_grid.h"
 
 namespace rqat::quant {
 
@@ -27,6 +30,13 @@ struct QuantizedWeight {
   // 0, and the K-quants' fp16 super-block scales (d, dmin) are super_scales (out, in / 256, 2).
   std::optional<io::GgufType> gguf_grid;
   at::Tensor super_scales;
+  // On a GPU engine's floating-point grid (quant/fp_grid_weight.h): codes are the elements' bit
+  // patterns (E2M1 nibbles, E4M3 bytes), zeros 0, and nvfp4's global scale is super_scales {1}.
+  std::optional<FpGrid> fp_grid;
+
+  // On a grid of its own (GGUF or floating point): its scales are what the format stores, not
+  // rounded to GPTQ checkpoints' fp16.
+  bool on_format_grid() const { return gguf_grid.has_value() || fp_grid.has_value(); }
 
   int64_t out_features() const { return codes.size(0); }
   int64_t in_features() const { return codes.size(1); }

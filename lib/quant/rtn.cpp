@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "io/error.h"
+#include "quant/fp_grid_weight.h"
 #include "quant/gguf/grid_blocks.h"
 #include "quant/uniform_quantizer.h"
 
@@ -22,6 +23,8 @@ QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec,
   // importance-matrix quantization).
   if (spec.gguf_grid) return gguf_grid_quantize(*spec.gguf_grid, weight, grid_importance);
   if (grid_importance.defined()) fail("rtn: an importance matrix needs a GGUF grid");
+  // On a floating-point grid, RTN is the format's reference quantization.
+  if (spec.fp_grid) return fp_grid_quantize(weight, *spec.fp_grid, "rtn");
   auto w = weight.to(at::kFloat).contiguous();
   const int64_t rows = w.size(0), cols = w.size(1);
   const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);

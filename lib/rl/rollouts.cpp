@@ -10,7 +10,7 @@ namespace rqat::rl {
 std::vector<RlPrompt> load_rl_prompts(const std::filesystem::path& data,
                                       const eval::BenchmarkSpec& fields,
                                       const eval::PromptOptions& prompt, size_t max_prompts,
-                                      const std::filesystem::path& model_dir,
+                                      const io::Artifact& model,
                                       const tokenizer::Tokenizer& tokenizer) {
   auto problems = eval::load_benchmark(data, fields);
   if (max_prompts > 0 && max_prompts < problems.size()) problems.resize(max_prompts);
@@ -18,7 +18,7 @@ std::vector<RlPrompt> load_rl_prompts(const std::filesystem::path& data,
   std::vector<std::string> texts;
   for (const auto& p : problems) texts.push_back(p.problem);
   bool add_special = true;
-  const auto rendered = eval::render_problem_prompts(texts, prompt, model_dir, add_special);
+  const auto rendered = eval::render_problem_prompts(texts, prompt, model, add_special);
   std::vector<RlPrompt> out;
   for (size_t i = 0; i < problems.size(); ++i) {
     RlPrompt p{problems[i].id, problems[i].problem, problems[i].gold, {}};

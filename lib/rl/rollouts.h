@@ -28,11 +28,11 @@ struct RlPrompt {
 };
 
 // The prompts of `data` (fields as eval-math's), the first `max_prompts` (0: all), rendered as
-// eval-math renders them for the model in `model_dir`. Fails naming `data` when there are none.
+// eval-math renders them for `model`. Fails naming `data` when there are none.
 std::vector<RlPrompt> load_rl_prompts(const std::filesystem::path& data,
                                       const eval::BenchmarkSpec& fields,
                                       const eval::PromptOptions& prompt, size_t max_prompts,
-                                      const std::filesystem::path& model_dir,
+                                      const io::Artifact& model,
                                       const tokenizer::Tokenizer& tokenizer);
 
 // The prompts as a SequenceSet, so that the Trainer's StepSampler draws them (seeded, epoch-wise,

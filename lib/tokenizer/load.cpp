@@ -85,23 +85,26 @@ std::shared_ptr<const Tokenizer> assemble(TokenizerParts parts, const TokenizerC
 std::shared_ptr<const Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json,
                                                            std::string_view tokenizer_config_json,
                                                            const std::filesystem::path& where) {
-  const TokenizerConfigFiles files =
-      tokenizer_config_from_text(tokenizer_config_json, (where / "tokenizer_config.json").string());
+  const TokenizerConfigFiles files = tokenizer_config_from_text(
+      tokenizer_config_json, (where / io::kTokenizerConfigFile).string());
   return assemble(
       parts_from_tokenizer_json_text(tokenizer_json, (where / "tokenizer.json").string()), files);
+}
+
+std::shared_ptr<const Tokenizer> Tokenizer::load(const io::Artifact& artifact) {
+  const std::filesystem::path& dir = artifact.dir;
+  const TokenizerConfigFiles files = read_tokenizer_config(artifact);
+  if (artifact.has("tokenizer.json"))
+    return assemble(parts_from_tokenizer_json(dir / "tokenizer.json"), files);
+  if (artifact.has("vocab.json") && artifact.has("merges.txt"))
+    return assemble(parts_from_legacy_files(dir, files), files);
+  fail("{}: no tokenizer.json, nor vocab.json + merges.txt", dir.string());
 }
 
 std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir))
     fail("{}: not a tokenizer directory (missing)", dir.string());
-  const TokenizerConfigFiles files = read_tokenizer_config(dir);
-  if (std::filesystem::exists(dir / "tokenizer.json")) {
-    return assemble(parts_from_tokenizer_json(dir / "tokenizer.json"), files);
-  }
-  if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
-    return assemble(parts_from_legacy_files(dir, files), files);
-  }
-  fail("{}: no tokenizer.json, nor vocab.json + merges.txt", dir.string());
+  return load(io::Artifact::open_any(dir));
 }
 
 }  // namespace rqat::tokenizer

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "io/artifact.h"
+
 namespace rqat::tokenizer {
 
 using TokenId = int32_t;
@@ -41,7 +43,8 @@ class Tokenizer {
  public:
   // Loads tokenizer.json when present, else vocab.json + merges.txt; tokenizer_config.json is read
   // when present. Errors name the file and field.
-  static std::shared_ptr<const Tokenizer> load(const std::filesystem::path& dir);
+  static std::shared_ptr<const Tokenizer> load(const io::Artifact& artifact);
+  static std::shared_ptr<const Tokenizer> load(const std::filesystem::path& dir);  // opens it
   // The same from texts in memory, through the parsers load uses (fuzzers call it): tokenizer.json,
   // and tokenizer_config.json or "" when there is none. Errors name the texts as
   // `where`/tokenizer.json and `where`/tokenizer_config.json.

@@ -155,29 +155,27 @@ TokenizerConfigFiles tokenizer_config_from_text(std::string_view text, const std
   return config_from_json(parse_config(text, file), file);
 }
 
-TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir) {
-  const auto config_path = dir / "tokenizer_config.json";
-  const std::string file = config_path.string();
-  const Json j = std::filesystem::exists(config_path)
-                     ? parse_config(json_fields::read_text(config_path), file)
-                     : Json::object();
+TokenizerConfigFiles read_tokenizer_config(const io::Artifact& artifact) {
+  const std::string file = artifact.where(io::kTokenizerConfigFile);
+  // Unordered, as tokenizer.json's entries are read (added_tokens_decoder in key order).
+  const bool given = artifact.has(io::kTokenizerConfigFile);
+  const Json j = given ? Json(artifact.tokenizer_config) : Json::object();
+  if (!j.is_object()) json_fields::bad(file, "(root)", "expected an object");
   TokenizerConfigFiles out = config_from_json(j, file);
 
   // special_tokens_map.json fills the special tokens tokenizer_config.json does not name.
-  const auto map_path = dir / "special_tokens_map.json";
-  if (std::filesystem::exists(map_path)) {
-    const Json m = json_fields::read(map_path);
+  if (artifact.has(io::kSpecialTokensMapFile)) {
+    const Json m(artifact.special_tokens_map);
     for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
       if (!j.contains(key) && m.contains(key)) {
         Json one = Json::object();
         one[key] = m[key];
-        read_special(one, map_path.string(), out, false);
+        read_special(one, artifact.where(io::kSpecialTokensMapFile), out, false);
       }
     }
   }
-  const auto jinja = dir / "chat_template.jinja";
-  if (out.config.chat_template.empty() && std::filesystem::exists(jinja))
-    out.config.chat_template = json_fields::read_text(jinja);
+  if (out.config.chat_template.empty() && artifact.chat_template)
+    out.config.chat_template = *artifact.chat_template;
   return out;
 }
 

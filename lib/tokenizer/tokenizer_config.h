@@ -32,8 +32,8 @@ struct TokenizerConfigFiles {
 void read_added_token_fields(const nlohmann::json& entry, const std::string& file,
                              const std::string& path, AddedToken& token);
 
-// Reads whatever of the three files exists in dir (none is required).
-TokenizerConfigFiles read_tokenizer_config(const std::filesystem::path& dir);
+// Whatever of the three files the artifact holds (none is required).
+TokenizerConfigFiles read_tokenizer_config(const io::Artifact& artifact);
 
 // tokenizer_config.json alone, from its text in memory ("" when there is no such file); `file`
 // names it in errors. The same parser as read_tokenizer_config's for that file.

@@ -21,9 +21,10 @@ std::vector<GenerationResult> run_generate_command(const GenerateCommandOptions&
                                                    std::ostream& out) {
   if (options.n < 1) fail("--n must be >= 1, got {}", options.n);
   if (options.prompt.empty()) fail("--prompt is empty");
+  const io::Artifact artifact = io::Artifact::open(options.model_dir);  // read once
   auto model = quant::load_model(
-      options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
-  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
+      artifact, model::LoadOptions{options.dtype, options.device, options.dequantize});
+  auto tokenizer = tokenizer::Tokenizer::load(artifact);
 
   GenerationRequest request;
   std::string prompt = options.prompt;
@@ -33,7 +34,7 @@ std::vector<GenerationResult> run_generate_command(const GenerateCommandOptions&
       !options.chat_template_file.empty() || options.disable_thinking) {
     std::optional<std::filesystem::path> override_file;
     if (!options.chat_template_file.empty()) override_file = options.chat_template_file;
-    const auto chat = chat::ChatTemplate::load(options.model_dir, override_file);
+    const auto chat = chat::ChatTemplate::load(artifact, override_file);
     std::vector<chat::Message> messages;
     if (!options.system_prompt.empty()) messages.push_back({"system", options.system_prompt});
     messages.push_back({"user", options.prompt});

@@ -60,9 +60,10 @@ bool has_packed_gptq_layers(model::CausalLM& model) {
 }
 
 // The policy of o.mode; with --output-quant-bits every linear layer is then wrapped.
-Policy load_mode_policy(const GrpoCommandOptions& o, c10::Device device) {
+Policy load_mode_policy(const GrpoCommandOptions& o, const io::Artifact& artifact,
+                        c10::Device device) {
   Policy p;
-  p.model = quant::load_model(o.model_dir, model::LoadOptions{at::kFloat, device, o.dequantize});
+  p.model = quant::load_model(artifact, model::LoadOptions{at::kFloat, device, o.dequantize});
   if (o.mode == PolicyMode::kFull) return p;
   if (o.mode == PolicyMode::kQlora && o.qlora_base == QloraBase::kNf4) {
     // The frozen NF4 base keeps its packed codes; the adapters train over it.
@@ -92,9 +93,9 @@ Policy load_mode_policy(const GrpoCommandOptions& o, c10::Device device) {
   return p;
 }
 
-Policy load_policy(const GrpoCommandOptions& o, c10::Device device) {
+Policy load_policy(const GrpoCommandOptions& o, const io::Artifact& artifact, c10::Device device) {
   o.output_quant.validate();
-  Policy p = load_mode_policy(o, device);
+  Policy p = load_mode_policy(o, artifact, device);
   p.output_quant_layers = quant::attach_output_quant(*p.model, o.output_quant).size();
   return p;
 }
@@ -204,7 +205,8 @@ void write_artifact(const GrpoCommandOptions& o, Policy& policy, const io::Json&
 GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& out) {
   check_options(o);
   const auto reward = make_reward(o.reward, "--reward");
-  const auto config = model::ModelConfig::load(o.model_dir / "config.json");
+  const io::Artifact artifact = io::Artifact::open(o.model_dir);  // read once
+  const auto config = model::ModelConfig::from_artifact(artifact);
   const DistributedEnv env = detect_distributed_env();
   const c10::Device device = o.device.is_cuda() && env.world_size > 1
                                  ? c10::Device(c10::kCUDA, static_cast<int8_t>(env.local_rank))
@@ -213,16 +215,16 @@ GrpoCommandResult run_grpo_command(const GrpoCommandOptions& o, std::ostream& ou
   if (o.prompts_per_step % comm->world_size() != 0)
     fail("--prompts-per-step {} must be a multiple of the number of processes ({})",
          o.prompts_per_step, comm->world_size());
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer = tokenizer::Tokenizer::load(o.model_dir);
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer = tokenizer::Tokenizer::load(artifact);
   const auto prompts =
-      load_rl_prompts(o.data, o.fields, o.prompt, o.max_prompts, o.model_dir, *tokenizer);
+      load_rl_prompts(o.data, o.fields, o.prompt, o.max_prompts, artifact, *tokenizer);
   const SequenceSet prompt_set = prompt_sequences(prompts);
 
-  Policy policy = load_policy(o, device);
+  Policy policy = load_policy(o, artifact, device);
   policy.model->set_activation_checkpointing(o.activation_checkpointing);
   std::shared_ptr<model::CausalLM> reference;
   if (o.loss.kl_beta > 0) {
-    reference = load_policy(o, device).model;  // the policy as it starts, frozen
+    reference = load_policy(o, artifact, device).model;  // the policy as it starts, frozen
     for (auto& p : reference->parameters()) p.requires_grad_(false);
   }
   // Sharded runs with --dtype bf16 compute (rollouts, training forwards) in bf16 copies of fp32

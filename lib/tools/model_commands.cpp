@@ -63,14 +63,15 @@ void convert_model_to_gguf(const std::filesystem::path& in_dir,
   // The importance matrix first: a file that is not one fails before the model loads.
   std::map<std::string, quant::LayerImportance> importance;
   if (!imatrix.empty()) importance = quant::read_gguf_imatrix(imatrix);
-  auto model = quant::load_model(in_dir, {at::kFloat, c10::kCPU, /*dequantize=*/true});
+  const io::Artifact artifact = io::Artifact::open(in_dir);  // the model and its tokenizer files
+  auto model = quant::load_model(artifact, {at::kFloat, c10::kCPU, /*dequantize=*/true});
   quant::GgufExportOptions options;
   options.type = type;
   options.embedding_type = embedding_type;
   options.name = in_dir.filename().string();
   if (!imatrix.empty()) options.importance = &importance;
   std::optional<quant::QuantState> state;
-  if (std::filesystem::exists(in_dir / quant::kQuantStateFile)) {
+  if (artifact.has(quant::kQuantStateFile)) {
     state = quant::load_quant_state(in_dir);
     if (state->spec.gguf_grid == type)
       options.grid_layers = &state->layers;
@@ -79,7 +80,7 @@ void convert_model_to_gguf(const std::filesystem::path& in_dir,
                          in_dir.string(), quant::gguf_grid_name(*state->spec.gguf_grid),
                          enum_name(type));
   }
-  const auto summary = quant::export_gguf(*model, in_dir, out_file, options);
+  const auto summary = quant::export_gguf(*model, artifact, out_file, options);
   std::string text = fmt::format("{} tensors", summary.tensors);
   if (summary.grid_layers > 0)
     text += fmt::format("; {} matrices written from their codes on the {} grid (no rounding)",
@@ -115,7 +116,7 @@ void write_logits(const std::filesystem::path& model_dir, const std::filesystem:
 }
 
 std::string describe_model(const std::filesystem::path& model_dir) {
-  const ModelConfig c = ModelConfig::load(model_dir / "config.json");
+  const ModelConfig c = ModelConfig::from_artifact(io::Artifact::open(model_dir));
   io::CheckpointReader checkpoint(model_dir);
   int64_t params = 0;
   for (const auto& name : checkpoint.names()) params += checkpoint.tensor(name).numel();

@@ -61,14 +61,15 @@ io::Json report_json(const NllCommandOptions& options, const TokenizedDataset& d
 NllReport run_nll_command(const NllCommandOptions& options, std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
   // Everything that can be wrong with the flags or the data is found before the weights load.
-  const auto config = model::ModelConfig::load(options.model_dir / "config.json");
+  const io::Artifact artifact = io::Artifact::open(options.model_dir);  // read once
+  const auto config = model::ModelConfig::from_artifact(artifact);
   validate(options, config);
-  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
+  auto tokenizer = tokenizer::Tokenizer::load(artifact);
   std::optional<chat::ChatTemplate> chat;
   if (options.data.use_chat_template) {
     std::optional<std::filesystem::path> override_file;
     if (!options.chat_template_file.empty()) override_file = options.chat_template_file;
-    chat = chat::ChatTemplate::load(options.model_dir, override_file);
+    chat = chat::ChatTemplate::load(artifact, override_file);
   }
   const TokenizedDataset data =
       load_tokenized_dataset(options.data, *tokenizer, chat ? &*chat : nullptr);
@@ -78,7 +79,7 @@ NllReport run_nll_command(const NllCommandOptions& options, std::ostream& out) {
          data.documents.size(), data.target_tokens);
 
   auto model = quant::load_model(
-      options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
+      artifact, model::LoadOptions{options.dtype, options.device, options.dequantize});
   model->eval();
   NllReport report;
   report.documents = static_cast<int64_t>(data.documents.size());

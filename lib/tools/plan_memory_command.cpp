@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "io/artifact.h"
 #include "io/error.h"
 #include "model/model_config.h"
 
@@ -40,7 +41,7 @@ model::ModelConfig load_config(const std::filesystem::path& dir, const std::file
   if (!file.empty()) return model::ModelConfig::load(file);
   if (!std::filesystem::is_regular_file(dir / "config.json"))
     fail("{} {}: no config.json there", dir_flag, dir.string());
-  return model::ModelConfig::load(dir / "config.json");
+  return model::ModelConfig::from_artifact(io::Artifact::open(dir));
 }
 
 }  // namespace

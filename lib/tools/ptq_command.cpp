@@ -20,6 +20,7 @@
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/compressed_tensors_command.h"
 #include "tools/model_commands.h"
 
 namespace rqat::tools {
@@ -83,6 +84,7 @@ struct ExportChoice {
   std::optional<GptqFormat> gptq;
   bool bnb = false;
   std::optional<io::GgufType> gguf;
+  bool compressed_tensors = false;
 };
 
 ExportChoice export_choice(const PtqCommandOptions& options, PtqMethod method,
@@ -97,6 +99,14 @@ ExportChoice export_choice(const PtqCommandOptions& options, PtqMethod method,
       fail(
           "--export gguf needs --gguf-type (f16, bf16, q8_0, q4_0, q4_1, q2_k ... q6_k) or a "
           "--grid gguf-<type>");
+    return choice;
+  }
+  if (options.export_format == kCompressedTensorsExport) {
+    if (method != PtqMethod::kRtn && method != PtqMethod::kGptq)
+      fail("--export {}: --method {} (use rtn or gptq)", kCompressedTensorsExport,
+           enum_name(method));
+    check_compressed_tensors_spec(spec, method == PtqMethod::kGptq && options.ptq.gptq.act_order);
+    choice.compressed_tensors = true;
     return choice;
   }
   if (method == PtqMethod::kNf4) {
@@ -180,14 +190,15 @@ void write_ptq_manifest(const PtqCommandOptions& options, const PtqOptions& ptq,
 }
 
 std::optional<CalibrationSet> load_calibration(const PtqCommandOptions& options,
+                                               const io::Artifact& artifact,
                                                const model::ModelConfig& config,
                                                std::ostream& out) {
   if (!options.calibration) return std::nullopt;
-  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
+  auto tokenizer = tokenizer::Tokenizer::load(artifact);
   auto calib = *options.calibration;
   calib.max_positions = config.max_position_embeddings;
   std::optional<chat::ChatTemplate> chat;
-  if (calib.data.use_chat_template) chat = chat::ChatTemplate::load(options.model_dir);
+  if (calib.data.use_chat_template) chat = chat::ChatTemplate::load(artifact);
   CalibrationSet set = build_calibration_set(calib, *tokenizer, chat ? &*chat : nullptr);
   out << fmt::format("calibration: {} samples x {} tokens ({}) from {}\n", set.input_ids.size(0),
                      set.seq_len, set.sampling, calib.data.path.string());
@@ -209,11 +220,12 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
     ptq.spec.v1_zeros = true;
     out << "--export gptq: asymmetric zero points kept >= 1 (v1 stores zero - 1)\n";
   }
-  const auto config = model::ModelConfig::load(options.model_dir / "config.json");
-  const std::optional<CalibrationSet> calibration = load_calibration(options, config, out);
+  const io::Artifact artifact = io::Artifact::open(options.model_dir);  // read once
+  const auto config = model::ModelConfig::from_artifact(artifact);
+  const std::optional<CalibrationSet> calibration =
+      load_calibration(options, artifact, config, out);
 
-  auto model =
-      quant::load_model(options.model_dir, model::LoadOptions{options.dtype, options.device});
+  auto model = quant::load_model(artifact, model::LoadOptions{options.dtype, options.device});
   if (exports.gptq) check_gptq_exportable(*model, ptq.spec, *exports.gptq);
   if (exports.gguf) check_gguf_exportable(*model, {*exports.gguf, options.gguf_embedding_type});
   out << fmt::format(
@@ -258,6 +270,9 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
       error_count ? error_sum / error_count : std::numeric_limits<double>::quiet_NaN();
   if (exports.gptq) export_gptq(options, ptq, *model, result.ptq, *exports.gptq, out);
   if (exports.bnb) export_bnb(options, *model, result.ptq, out);
+  if (exports.compressed_tensors)
+    export_compressed_tensors_dir(*model, {ptq.spec, result.ptq.layers}, options.model_dir,
+                                  options.out_dir / kCompressedTensorsExport, out);
   if (exports.gguf) {
     // From the artifact just written: the model directory's tokenizer and config, its layers.
     const auto file = options.out_dir / fmt::format("model-{}.gguf", enum_name(*exports.gguf));

@@ -6,6 +6,7 @@
 
 #include "chat/chat_template.h"
 #include "eval/benchmark.h"
+#include "io/artifact.h"
 #include "io/error.h"
 #include "io/manifest.h"
 #include "io/options.h"
@@ -16,6 +17,7 @@
 #include "quant/load_model.h"
 #include "quant/quant_state.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/compressed_tensors_command.h"
 #include "tools/eval_run/evaluate.h"
 #include "tools/model_commands.h"
 #include "tools/ptq_command.h"
@@ -34,17 +36,16 @@ namespace {
 
 const char* tool_name(QatObjective objective) { return enum_name(objective).data(); }
 
-fs::path resolve_teacher(const QatCommandOptions& options) {
+fs::path resolve_teacher(const QatCommandOptions& options, const io::Artifact& model) {
   if (options.teacher_dir) return *options.teacher_dir;
-  const fs::path manifest = options.model_dir / "manifest.json";
-  if (fs::exists(manifest)) {
-    const io::Json json = io::read_manifest(options.model_dir);
+  if (model.has(io::kManifestFile)) {
+    const io::Json& json = model.manifest;
     if (json.contains("inputs") && json["inputs"].contains("model") &&
         json["inputs"]["model"].is_string()) {
       const fs::path teacher = json["inputs"]["model"].get<std::string>();
       if (!fs::exists(teacher / "config.json"))
         fail("--teacher not given, and the model {} names (inputs.model = {}) has no config.json",
-             manifest.string(), teacher.string());
+             model.where(io::kManifestFile), teacher.string());
       return teacher;
     }
   }
@@ -52,11 +53,12 @@ fs::path resolve_teacher(const QatCommandOptions& options) {
        options.model_dir.string());
 }
 
-std::optional<chat::ChatTemplate> load_chat(const QatCommandOptions& options, bool needed) {
+std::optional<chat::ChatTemplate> load_chat(const QatCommandOptions& options,
+                                            const io::Artifact& model, bool needed) {
   if (!needed) return std::nullopt;
   std::optional<fs::path> override_file;
   if (!options.chat_template_file.empty()) override_file = options.chat_template_file;
-  return chat::ChatTemplate::load(options.model_dir, override_file);
+  return chat::ChatTemplate::load(model, override_file);
 }
 
 std::optional<int64_t> pick_separator_id(const tokenizer::Tokenizer& tokenizer) {
@@ -86,6 +88,10 @@ io::Json data_json(const TextDataOptions& data, const SequenceSet& set) {
 
 // --export gguf writes OUT/model-<type>.gguf of a model on a GGUF grid (quant/gguf/grid.h).
 bool exports_gguf(const QatCommandOptions& options) { return options.export_format == "gguf"; }
+// --export compressed-tensors writes OUT/compressed-tensors (tools/compressed_tensors_command.h).
+bool exports_compressed_tensors(const QatCommandOptions& options) {
+  return options.export_format == kCompressedTensorsExport;
+}
 
 // The flags that contradict each other, and the files, before anything loads.
 void check_flags_and_files(const QatCommandOptions& options) {
@@ -99,7 +105,8 @@ void check_flags_and_files(const QatCommandOptions& options) {
 }
 
 std::optional<quant::GptqFormat> export_format(const QatCommandOptions& options) {
-  if (options.export_format.empty() || exports_gguf(options)) return std::nullopt;
+  if (options.export_format.empty() || exports_gguf(options) || exports_compressed_tensors(options))
+    return std::nullopt;
   return parse_enum<quant::GptqFormat>(options.export_format, "--export");
 }
 
@@ -109,7 +116,8 @@ void check_plan(const QatCommandOptions& options, const model::ModelConfig& conf
   if (!options.export_format.empty()) {
     if (!plan.quantize)
       fail("--export {} needs quantized weights (not --bits 16)", options.export_format);
-    if (!exports_gguf(options)) parse_enum<quant::GptqFormat>(options.export_format, "--export");
+    if (!exports_gguf(options) && !exports_compressed_tensors(options))
+      parse_enum<quant::GptqFormat>(options.export_format, "--export");
   }
   // The layers are on their grid already; the embeddings' rows (hidden_size values) must hold the
   // type asked for them, checked before training rather than at the export after it.
@@ -133,10 +141,11 @@ struct QatData {
   std::vector<TokenWindow> eval_windows;
 };
 
-QatData load_data(const QatCommandOptions& options, const tokenizer::Tokenizer& tokenizer) {
-  const auto chat =
-      load_chat(options, options.data.use_chat_template ||
-                             (options.eval_data && options.eval_data->use_chat_template));
+QatData load_data(const QatCommandOptions& options, const io::Artifact& model,
+                  const tokenizer::Tokenizer& tokenizer) {
+  const auto chat = load_chat(options, model,
+                              options.data.use_chat_template ||
+                                  (options.eval_data && options.eval_data->use_chat_template));
   const TokenizedDataset data =
       load_tokenized_dataset(options.data, tokenizer, chat ? &*chat : nullptr);
   SequenceOptions sequence_options = options.sequences;
@@ -237,6 +246,9 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
     convert_model_to_gguf(options.out_dir, file, *state.spec.gguf_grid, options.gguf_embedding_type,
                           out);
     out << fmt::format("exported {}\n", file.string());
+  } else if (exports_compressed_tensors(options)) {
+    export_compressed_tensors_dir(student, state, options.model_dir,
+                                  options.out_dir / kCompressedTensorsExport, out);
   } else if (!options.export_format.empty()) {
     export_gptq(options, student, state, out);
   }
@@ -273,11 +285,12 @@ void write_artifact(const QatCommandOptions& options, model::CausalLM& student,
 QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream& out) {
   const char* tool = tool_name(options.objective);
   check_flags_and_files(options);
-  const auto config = model::ModelConfig::load(options.model_dir / "config.json");
+  const io::Artifact artifact = io::Artifact::open(options.model_dir);  // read once
+  const auto config = model::ModelConfig::from_artifact(artifact);
   const QuantPlan plan = plan_quantization(options.model_dir, options.spec, options.init);
   check_plan(options, config, plan);
   const fs::path teacher_dir =
-      options.objective == QatObjective::kKd ? resolve_teacher(options) : fs::path();
+      options.objective == QatObjective::kKd ? resolve_teacher(options, artifact) : fs::path();
 
   const DistributedEnv env = detect_distributed_env();
   // One GPU per process: rank r of a node uses cuda:LOCAL_RANK.
@@ -285,8 +298,8 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
                                  ? c10::Device(c10::kCUDA, static_cast<int8_t>(env.local_rank))
                                  : options.device;
   auto comm = Communicator::create(env, options.backend, device);
-  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
-  const QatData data = load_data(options, *tokenizer);
+  auto tokenizer = tokenizer::Tokenizer::load(artifact);
+  const QatData data = load_data(options, artifact, *tokenizer);
   if (comm->is_main())
     out << fmt::format("{}: {} ({} processes, {})\n", tool, options.model_dir.string(),
                        comm->world_size(), env.launcher)
@@ -295,7 +308,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
         << io::options_table(options.trainer);
 
   // Student (float32 master weights) and teacher.
-  auto student = quant::load_model(options.model_dir, model::LoadOptions{at::kFloat, device});
+  auto student = quant::load_model(artifact, model::LoadOptions{at::kFloat, device});
   std::vector<std::string> quantized;
   const quant::QuantSpec spec =
       attach_quant_plan(*student, plan, options.model_dir, options.spec.bits, options.fake_quant,
@@ -305,6 +318,7 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
         "--export gguf: the student is on rqat's uniform grid, not a GGUF one (start from a ptq "
         "artifact made with --grid gguf-<type>, or pass --grid); rqat convert --to gguf "
         "re-quantizes any artifact");
+  if (exports_compressed_tensors(options)) check_compressed_tensors_spec(spec);
   student->set_activation_checkpointing(options.activation_checkpointing);
   const auto teacher = teacher_dir.empty() ? nullptr : load_teacher(teacher_dir, config, device);
   if (comm->is_main())

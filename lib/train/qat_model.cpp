@@ -12,8 +12,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-quant::FakeQuantOptions named(quant::FakeQuantOptions options, const std::string& name) {
+// The options of one layer: its name, and the spec's activation grid.
+quant::FakeQuantOptions named(quant::FakeQuantOptions options, const std::string& name,
+                              const quant::QuantSpec& spec) {
   options.name = name;
+  options.activations = spec.activations;
   return options;
 }
 
@@ -37,8 +40,8 @@ std::vector<std::string> attach_fake_quant(model::CausalLM& model, const quant::
       fail("{}: layer {} is {}x{} in the quantized state but {}x{} in the model", where, slot.name,
            it->second.out_features(), it->second.in_features(), layer.out_features(),
            layer.in_features());
-    auto fq =
-        quant::FakeQuantLinear::from_quantized(it->second, layer.bias(), named(options, slot.name));
+    auto fq = quant::FakeQuantLinear::from_quantized(it->second, layer.bias(),
+                                                     named(options, slot.name, state.spec));
     model.replace_linear(slot, fq);
     replaced.push_back(slot.name);
   }
@@ -56,9 +59,10 @@ std::vector<std::string> attach_fake_quant_rtn(model::CausalLM& model, const qua
     // scales export exactly. The master weight stays the full-precision one.
     const at::Tensor weight = layer.effective_weight().detach();
     quant::QuantizedWeight q = quant::rtn_quantize(weight, spec);
-    if (!q.gguf_grid) q.scales = q.scales.to(at::kHalf).to(at::kFloat);  // a grid's are stored
+    if (!q.on_format_grid())
+      q.scales = q.scales.to(at::kHalf).to(at::kFloat);  // a grid's are stored
     auto fq = std::make_shared<quant::FakeQuantLinear>(weight, q, layer.bias(),
-                                                       named(options, slot.name));
+                                                       named(options, slot.name, spec));
     model.replace_linear(slot, fq);
     replaced.push_back(slot.name);
   }
@@ -109,14 +113,16 @@ QuantPlan plan_quantization(const fs::path& model_dir, const quant::QuantSpec& s
     if (!has_state)
       fail("--init state: {} has no {} (make one with ptq, or use --init rtn)", model_dir.string(),
            quant::kQuantStateFile);
-    return plan;  // the spec comes with the state
+    // The spec comes with the state; activations may be added (a W4A16 start trained as W4A4).
+    plan.spec.activations = spec.activations;
+    return plan;
   }
   const bool bits_given = spec.bits != QuantSpec::kBitsOfInput;
-  if (!bits_given && !spec.gguf_grid)
+  if (!bits_given && !spec.grid_name())
     fail("--bits is required: {} has no {} to start from (2, 3, 4, 8, or 16 for full precision)",
          model_dir.string(), quant::kQuantStateFile);
   plan.spec = spec;
-  if (!bits_given) plan.spec.use_gguf_grid(*spec.gguf_grid);  // the grid's own bits
+  if (!bits_given) plan.spec.use_grid(*spec.grid_name(), "--grid");  // the grid's own bits
   plan.spec.validate("--");
   return plan;
 }
@@ -152,7 +158,8 @@ quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan
   if (!plan.quantize) return plan.spec;
   const bool v1 = gptq_export == quant::GptqFormat::kV1;
   if (plan.from_state) {
-    const quant::QuantState state = quant::load_quant_state(model_dir);
+    quant::QuantState state = quant::load_quant_state(model_dir);
+    if (plan.spec.activations) state.spec.activations = plan.spec.activations;
     const std::string state_file = (model_dir / quant::kQuantStateFile).string();
     if (bits != quant::QuantSpec::kBitsOfInput && bits != state.spec.bits)
       fail("--bits {} differs from the {} bits of {}; use --init rtn to requantize", bits,

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "io/error.h"
+#include "io/options.h"
 #include "train/train_checkpoint.h"
 
 namespace rqat::train {
@@ -58,10 +59,7 @@ std::optional<io::Json> TrainingRun::start(bool resume, std::ostream& log) {
   }
   const io::Json& saved = checkpoint->trainer_state;
   const io::Json saved_fingerprint = saved.value("fingerprint", io::Json::object());
-  // Checkpoints from before the tools recorded their declared options (io::OptionsRecord) have
-  // no "options": the rest of the fingerprint still holds every setting they had.
-  io::Json compared = fingerprint_;
-  if (!saved_fingerprint.contains("options")) compared.erase("options");
+  const io::Json compared = io::comparable_fingerprint(fingerprint_, saved_fingerprint);
   const std::string diff = first_difference(saved_fingerprint, compared);
   if (!diff.empty())
     fail("--resume: {} was made with a different '{}'; use another --out or the same settings",

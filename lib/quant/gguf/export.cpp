@@ -177,8 +177,7 @@ void check_gguf_exportable(const model::CausalLM& model, const GgufExportOptions
   plan_tensors(model, options);
 }
 
-GgufExportSummary export_gguf(const model::CausalLM& model,
-                              const std::filesystem::path& tokenizer_dir,
+GgufExportSummary export_gguf(const model::CausalLM& model, const io::Artifact& tokenizer,
                               const std::filesystem::path& out_file,
                               const GgufExportOptions& options) {
   const model::ModelConfig& c = model.config();
@@ -194,7 +193,7 @@ GgufExportSummary export_gguf(const model::CausalLM& model,
   add_architecture(writer, c, arch);
   // The exact config.json, for rqat's import (llama.cpp ignores keys it does not know).
   writer.add("rqat.source_config", c.to_json().dump());
-  add_gguf_tokenizer(writer, tokenizer_dir, c);
+  add_gguf_tokenizer(writer, tokenizer, c);
 
   if (c.family == model::Family::kLlama && c.rope_llama3) {
     const at::Tensor factors = llama3_rope_factors(c);

@@ -46,12 +46,11 @@ struct GgufExportSummary {
 };
 
 // model: a dense model (a packed one is loaded with LoadOptions::dequantize); its tokenizer files
-// are read from tokenizer_dir.
+// are read from the artifact `tokenizer` (the model's directory, opened once by the caller).
 // The refusals of export_gguf that need no work (the architecture, rows that `type` cannot hold).
 void check_gguf_exportable(const model::CausalLM& model, const GgufExportOptions& options);
 
-GgufExportSummary export_gguf(const model::CausalLM& model,
-                              const std::filesystem::path& tokenizer_dir,
+GgufExportSummary export_gguf(const model::CausalLM& model, const io::Artifact& tokenizer,
                               const std::filesystem::path& out_file,
                               const GgufExportOptions& options);
 

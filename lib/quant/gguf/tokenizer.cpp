@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "io/artifact.h"
 #include "io/error.h"
 #include "io/json_file.h"
 
@@ -97,9 +98,7 @@ struct BpeFiles {
   std::string pre;  // llama.cpp's pre-tokenizer name
 };
 
-BpeFiles read_tokenizer_json(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  const json tokenizer = io::read_unordered_json_file(path);
+BpeFiles read_tokenizer_json(const json& tokenizer, const std::string& where) {
   const json& model = tokenizer.at("model");
   if (model.value("type", "") != "BPE")
     fail("{}: GGUF export writes byte-level BPE tokenizers; this one is '{}'", where,
@@ -149,19 +148,19 @@ BpeFiles read_vocab_and_merges(const std::filesystem::path& dir, const json& tok
 
 }  // namespace
 
-void add_gguf_tokenizer(io::GgufWriter& writer, const std::filesystem::path& dir,
+void add_gguf_tokenizer(io::GgufWriter& writer, const io::Artifact& artifact,
                         const model::ModelConfig& config) {
-  const auto tokenizer_path = dir / "tokenizer.json";
+  const std::filesystem::path& dir = artifact.dir;
   const std::string where = dir.string();
-  const auto config_path = dir / "tokenizer_config.json";
-  const json tokenizer_config = std::filesystem::exists(config_path)
-                                    ? io::read_unordered_json_file(config_path)
-                                    : json::object();
+  // Unordered, as before the artifact held it (added_tokens_decoder in key order).
+  const json tokenizer_config =
+      artifact.has(io::kTokenizerConfigFile) ? json(artifact.tokenizer_config) : json::object();
   json tokenizer = json::object();
   BpeFiles files;
-  if (std::filesystem::exists(tokenizer_path)) {
-    files = read_tokenizer_json(tokenizer_path);
+  if (artifact.has("tokenizer.json")) {
+    const auto tokenizer_path = dir / "tokenizer.json";
     tokenizer = io::read_unordered_json_file(tokenizer_path);
+    files = read_tokenizer_json(tokenizer, tokenizer_path.string());
   } else if (std::filesystem::exists(dir / "vocab.json") &&
              std::filesystem::exists(dir / "merges.txt")) {
     files = read_vocab_and_merges(dir, tokenizer_config, config);

@@ -19,7 +19,7 @@ namespace rqat::quant {
 // Adds the tokenizer.* keys of `dir`'s tokenizer files to `writer`; errors name the file and what
 // GGUF cannot express (another model type than BPE, no byte-level alphabet, an unknown
 // pre-tokenizer, a vocabulary larger than the model's).
-void add_gguf_tokenizer(io::GgufWriter& writer, const std::filesystem::path& dir,
+void add_gguf_tokenizer(io::GgufWriter& writer, const io::Artifact& artifact,
                         const model::ModelConfig& config);
 
 }  // namespace rqat::quant

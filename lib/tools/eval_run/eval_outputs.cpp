@@ -130,24 +130,22 @@ std::vector<GradedSample> graded_samples(const EvalRecords& records) {
   return graded;
 }
 
-io::Json model_quantization(const std::filesystem::path& model_dir) {
-  if (std::filesystem::exists(model_dir / "manifest.json")) {
-    const auto manifest = io::read_manifest(model_dir);
-    if (manifest.contains("config") && manifest["config"].contains("quant"))
-      return manifest["config"]["quant"];
-  }
-  const auto config = io::read_json_file(model_dir / "config.json");
+io::Json model_quantization(const io::Artifact& model) {
+  const io::Json& manifest = model.manifest;
+  if (manifest.contains("config") && manifest["config"].contains("quant"))
+    return manifest["config"]["quant"];
+  const io::Json& config = model.config;
   if (config.contains("quantization_config")) return config["quantization_config"];
   return nullptr;
 }
 
-io::Json eval_config_json(const EvalRunOptions& options) {
+io::Json eval_config_json(const EvalRunOptions& options, const io::Artifact& model) {
   io::Json config;
   config["benchmark"] = options.benchmark.name;
   config["data"] = options.data_path.string();
   config["limit"] = options.limit;
   config["model"] = options.model_dir.string();
-  config["quant"] = model_quantization(options.model_dir);
+  config["quant"] = model_quantization(model);
   config["prompt"] = prompt_json(options.prompt);
   config["sampling"] = io::options_json(options.sampling);
   config["dtype"] = std::string(c10::toString(options.dtype));
@@ -156,13 +154,14 @@ io::Json eval_config_json(const EvalRunOptions& options) {
   return config;
 }
 
-void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
-                        const EvalSummary& summary, const io::Hdf5Columns& results) {
+void write_eval_outputs(const EvalRunOptions& options, const io::Artifact& model,
+                        const EvalRecords& records, const EvalSummary& summary,
+                        const io::Hdf5Columns& results) {
   std::filesystem::create_directories(options.out_dir);
   write_samples_jsonl(options.out_dir / "samples.jsonl", options, records);
   results.write(options.out_dir / "results.h5");
 
-  const io::Json config = eval_config_json(options);
+  const io::Json config = eval_config_json(options, model);
 
   io::Json summary_file = config;
   summary_file["metrics"] = summary_json(summary);

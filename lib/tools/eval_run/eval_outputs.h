@@ -35,18 +35,19 @@ std::vector<GradedSample> graded_samples(const EvalRecords& records);
 
 // The quantization a model directory carries: its manifest's config.quant (written by ptq and
 // the QAT tools), else config.json's quantization_config, else null (full precision).
-io::Json model_quantization(const std::filesystem::path& model_dir);
+io::Json model_quantization(const io::Artifact& model);
 
 // The settings that made the run (summary.json and the manifest's config): benchmark, data, limit,
 // model, quantization, prompt, sampling, dtype, device.
-io::Json eval_config_json(const EvalRunOptions& options);
+io::Json eval_config_json(const EvalRunOptions& options, const io::Artifact& model);
 
 // results.h5's columns: samples/<field>, one row per sample in (problem, sample) order.
 io::Hdf5Columns results_columns(const EvalRunOptions& options, const EvalRecords& records);
 
 // samples.jsonl, results.h5 (`results`: results_columns of these records), summary.json and the
 // manifest.
-void write_eval_outputs(const EvalRunOptions& options, const EvalRecords& records,
-                        const EvalSummary& summary, const io::Hdf5Columns& results);
+void write_eval_outputs(const EvalRunOptions& options, const io::Artifact& model,
+                        const EvalRecords& records, const EvalSummary& summary,
+                        const io::Hdf5Columns& results);
 
 }  // namespace rqat::eval

@@ -28,11 +28,12 @@ namespace rqat::eval {
 namespace {
 
 std::vector<std::string> render_prompts(const std::vector<BenchmarkProblem>& problems,
-                                        const EvalRunOptions& options, bool& add_special_tokens) {
+                                        const EvalRunOptions& options, const io::Artifact& model,
+                                        bool& add_special_tokens) {
   std::vector<std::string> texts;
   texts.reserve(problems.size());
   for (const auto& p : problems) texts.push_back(p.problem);
-  return render_problem_prompts(texts, options.prompt, options.model_dir, add_special_tokens);
+  return render_problem_prompts(texts, options.prompt, model, add_special_tokens);
 }
 
 }  // namespace
@@ -51,8 +52,8 @@ io::Json file_stamp(const std::filesystem::path& file) {
 
 // What the samples depend on (partial_samples.h): the settings without --limit and --n, the
 // model's weights and config, the data file, and the kernels' arithmetic.
-io::Json samples_fingerprint(const EvalRunOptions& options) {
-  io::Json fingerprint = eval_config_json(options);
+io::Json samples_fingerprint(const EvalRunOptions& options, const io::Artifact& artifact) {
+  io::Json fingerprint = eval_config_json(options, artifact);
   fingerprint.erase("limit");
   fingerprint["sampling"].erase("n");
   // The declared settings, not every option: --limit, --n, --k and the like may change.
@@ -132,13 +133,15 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
     if (k < 1 || k > options.sampling.n)
       fail("--k {} must be within 1..--n ({})", k, options.sampling.n);
 
-  auto tokenizer = tokenizer::Tokenizer::load(options.model_dir);
+  // The model directory, read once: its tokenizer, chat template, config and manifest.
+  const io::Artifact artifact = io::Artifact::open(options.model_dir);
+  auto tokenizer = tokenizer::Tokenizer::load(artifact);
   bool add_special_tokens = true;
-  const auto prompts = render_prompts(problems, options, add_special_tokens);
+  const auto prompts = render_prompts(problems, options, artifact, add_special_tokens);
   std::shared_ptr<model::CausalLM> loaded;
   if (!options.model)
     loaded = quant::load_model(
-        options.model_dir, model::LoadOptions{options.dtype, options.device, options.dequantize});
+        artifact, model::LoadOptions{options.dtype, options.device, options.dequantize});
   model::CausalLM* model = options.model ? options.model : loaded.get();
 
   const auto stop_token_ids = model::model_stop_token_ids(model->config());
@@ -165,8 +168,8 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   std::optional<io::ProgressFile> progress;
   if (options.stage_files) {
     std::filesystem::create_directories(options.out_dir);
-    kept.emplace(options.out_dir / "samples.partial.jsonl", samples_fingerprint(options), out,
-                 sample_matches_model(tokenizer, model->config().vocab_size));
+    kept.emplace(options.out_dir / "samples.partial.jsonl", samples_fingerprint(options, artifact),
+                 out, sample_matches_model(tokenizer, model->config().vocab_size));
   }
   std::vector<size_t> request_problem;
   const auto requests =
@@ -176,7 +179,8 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   if (options.stage_files)
     progress.emplace(options.out_dir, "eval-math", "samples", total_samples, samples_done);
   std::optional<EvalTensorBoard> tensorboard;
-  if (options.tensorboard) tensorboard.emplace(options.out_dir / "tb", eval_config_json(options));
+  if (options.tensorboard)
+    tensorboard.emplace(options.out_dir / "tb", eval_config_json(options, artifact));
 
   generation::EngineOptions engine_options = options.engine;
   engine_options.show_progress = options.show_progress;
@@ -247,7 +251,7 @@ EvalSummary run_evaluation(const EvalRunOptions& options, std::ostream& out) {
   EvalSummary summary = summarize_samples(graded, options.ks);
   if (options.reward.score) summary.reward_spec = options.reward.spec;
   const io::Hdf5Columns columns = results_columns(options, records);  // results.h5 and TensorBoard
-  write_eval_outputs(options, records, summary, columns);
+  write_eval_outputs(options, artifact, records, summary, columns);
   if (tensorboard) tensorboard->finish(columns, summary, records);
   if (progress) {
     io::Json latest = {{"accuracy", summary.overall.pass1}};

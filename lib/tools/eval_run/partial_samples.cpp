@@ -7,6 +7,7 @@
 #include "io/atomic_file.h"
 #include "io/error.h"
 #include "io/json_text.h"
+#include "io/options.h"
 
 namespace rqat::eval {
 
@@ -83,12 +84,8 @@ PartialSamples::PartialSamples(std::filesystem::path file, io::Json fingerprint,
       if (io::parse_json_into(line, row) || !row.is_object()) break;
       if (!header_read) {
         header_read = true;
-        // Samples from before eval-math recorded its declared options have no "options"; the
-        // rest of their fingerprint holds what they depend on.
         const io::Json saved = row.value("fingerprint", io::Json());
-        io::Json compared = fingerprint;
-        if (saved.is_object() && !saved.contains("options")) compared.erase("options");
-        same_settings = saved == compared;
+        same_settings = saved == io::comparable_fingerprint(fingerprint, saved);
         if (!same_settings) {
           log << fmt::format("{}: made with other settings; generating every sample again\n",
                              file_.string());

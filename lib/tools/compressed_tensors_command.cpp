@@ -1,0 +1,80 @@
+// See compressed_tensors_command.h.
+#include "tools/compressed_tensors_command.h"
+
+#include <fmt/format.h>
+
+#include "io/error.h"
+#include "io/manifest.h"
+#include "quant/compressed_tensors/export.h"
+#include "quant/compressed_tensors/import.h"
+#include "quant/load_model.h"
+
+namespace rqat::tools {
+
+void check_compressed_tensors_spec(const quant::QuantSpec& spec, bool act_order) {
+  if (spec.gguf_grid)
+    fail("--export {}: the layers are on llama.cpp's {} grid (use --export gguf)",
+         kCompressedTensorsExport, *spec.grid_name());
+  if (spec.activations)
+    fail(
+        "--export {} writes weight-only schemes; --act-grid {} is not exported yet (its model is "
+        "evaluated by rqat with quantized activations)",
+        kCompressedTensorsExport, enum_name(*spec.activations));
+  if (act_order)
+    fail("--export {}: compressed-tensors 0.20 has no act-order (g_idx); drop --act-order",
+         kCompressedTensorsExport);
+}
+
+void export_compressed_tensors_dir(const model::CausalLM& model, const quant::QuantState& state,
+                                   const std::filesystem::path& tokenizer_dir,
+                                   const std::filesystem::path& out_dir, std::ostream& out) {
+  check_compressed_tensors_spec(state.spec);
+  // float32 full-precision tensors: the scales rqat's layers hold are exact there (an int
+  // layer's fp16-rounded scales too).
+  quant::CompressedTensorsExportOptions options;
+  options.dtype = at::kFloat;
+  const auto summary =
+      quant::export_compressed_tensors(model, state, tokenizer_dir, out_dir, options);
+  out << fmt::format(
+      "exported {} layers as compressed-tensors ({:.2f} packed MB, {:.2f} full-precision MB; "
+      "ignored: {}) "
+      "to {}\n",
+      summary.quantized_layers, summary.packed_bytes / 1e6, summary.full_precision_bytes / 1e6,
+      fmt::join(summary.ignored, ", "), out_dir.string());
+}
+
+bool is_compressed_tensors_checkpoint(const io::Artifact& artifact) {
+  const io::Json& config = artifact.config;
+  if (!config.is_object() || !config.contains("quantization_config")) return false;
+  const io::Json& q = config["quantization_config"];
+  return q.is_object() && q.value("quant_method", "") == "compressed-tensors";
+}
+
+void convert_model_to_compressed_tensors(const std::filesystem::path& in_dir,
+                                         const std::filesystem::path& out_dir, std::ostream& out) {
+  const io::Artifact artifact = io::Artifact::open(in_dir);
+  if (!artifact.has(quant::kQuantStateFile))
+    fail("--to {}: {} has no {} (quantize it with ptq or a trainer first)",
+         kCompressedTensorsExport, in_dir.string(), quant::kQuantStateFile);
+  const quant::QuantState state = quant::load_quant_state(in_dir);
+  model::LoadOptions load;
+  load.dequantize = true;
+  const auto model = quant::load_model(artifact, load);
+  export_compressed_tensors_dir(*model, state, in_dir, out_dir, out);
+}
+
+void import_compressed_tensors_dir(const std::filesystem::path& in_dir,
+                                   const std::filesystem::path& out_dir, std::ostream& out) {
+  const auto imported = quant::import_compressed_tensors(in_dir, out_dir);
+  io::Manifest manifest;
+  manifest.tool = "rqat convert";
+  manifest.inputs["model"] = in_dir.string();
+  manifest.config["from"] = kCompressedTensorsExport;
+  manifest.config["quant"] = imported.state.spec.to_json();
+  manifest.metrics["quantized_layers"] = imported.state.layers.size();
+  io::write_manifest(out_dir, manifest);
+  out << fmt::format("imported {} quantized layers ({}) from {}\n", imported.state.layers.size(),
+                     imported.state.spec.describe(), in_dir.string());
+}
+
+}  // namespace rqat::tools
