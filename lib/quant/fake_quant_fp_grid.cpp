@@ -48,6 +48,8 @@ FpCodes fp_values(const at::Tensor& w, const at::Tensor& s, FpGrid grid) {
 }  // namespace
 
 void FakeQuantLinear::init_fp_grid() {
+  // nvfp4's global scale beside the weight: the forward divides by it without a host copy.
+  if (super_scales_.defined()) super_scales_ = super_scales_.to(weight_.device());
   if (options_.mode != ScaleMode::kLsq) return;
   // The log of each scale's ratio to its start: 0 at first, so the start is the ptq layer exactly
   // (exp(log(s)) need not be s, and fp8's FP32 scales would show it); a scale of 0 stays 0.

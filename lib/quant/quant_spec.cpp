@@ -182,13 +182,11 @@ QuantSpec QuantSpec::from_json(const io::Json& json, std::string_view where) {
       if (!value.is_string()) fail("{} must be a string, got {}", name, value.dump());
       // The grid's name only; bits and group size come from their own keys (validate checks).
       const std::string grid = value.get<std::string>();
-      const QuantSpec kept = spec;
-      spec.use_grid(grid, name);
       if (grid == kInt4W4a16Preset) fail("{} = {}: a preset, not a grid of its own", name, grid);
-      spec.bits = kept.bits;
-      spec.group_size = kept.group_size;
-      spec.symmetric = kept.symmetric;
-      spec.clip_search = kept.clip_search;
+      QuantSpec on_grid;
+      on_grid.use_grid(grid, name);
+      spec.gguf_grid = on_grid.gguf_grid;
+      spec.fp_grid = on_grid.fp_grid;
     } else if (key == "activations") {
       if (!value.is_string()) fail("{} must be a string, got {}", name, value.dump());
       spec.activations = parse_enum<FpGrid>(value.get<std::string>(), name);
