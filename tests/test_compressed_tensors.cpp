@@ -18,6 +18,7 @@
 #include "quant/compressed_tensors/import.h"
 #include "quant/compressed_tensors/tensors.h"
 #include "quant/fp_grid_weight.h"
+#include "quant/fused_layers.h"
 #include "quant/rtn.h"
 #include "test_util.h"
 
@@ -38,16 +39,20 @@ std::map<std::string, at::Tensor> weights_of(const model::CausalLM& model) {
 }
 
 // The spec's layers of `model` quantized: RTN on the uniform grid, the reference quantizer on a
-// floating-point one.
+// floating-point one (nvfp4's global scale shared by the layers engines fuse, as ptq does).
 quant::QuantState quantize(model::CausalLM& model, const quant::QuantSpec& spec) {
   quant::QuantState state{spec, {}};
   const auto weights = weights_of(model);
+  const auto globals = quant::shared_nvfp4_global_scales(model, spec);
   for (const auto& slot : model.linear_layers(true)) {
     if (!spec.quantizes(slot.name)) continue;
     const at::Tensor w = weights.at(slot.name + ".weight").to(at::kFloat);
-    state.layers.emplace(slot.name, spec.fp_grid
-                                        ? quant::fp_grid_quantize(w, *spec.fp_grid, slot.name)
-                                        : quant::rtn_quantize(w, spec));
+    const auto global = globals.find(slot.name);
+    state.layers.emplace(
+        slot.name,
+        quant::rtn_quantize(
+            w, spec, {},
+            global == globals.end() ? std::nullopt : std::optional<float>(global->second)));
   }
   return state;
 }

@@ -63,7 +63,10 @@ Reference reference(const at::Tensor& w, FpGrid grid) {
   float tensor_amax = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) tensor_amax = std::max(tensor_amax, std::fabs(acc[i][j]));
-  if (grid == FpGrid::kNvfp4) r.global = tensor_amax > 0 ? 448.0f * 6.0f / tensor_amax : 1.0f;
+  // 448 * 6 / amax as compressed-tensors evaluates it (PyTorch's scalar / tensor is the scalar
+  // times the tensor's reciprocal).
+  if (grid == FpGrid::kNvfp4)
+    r.global = tensor_amax > 0 ? 448.0f * 6.0f * (1.0f / tensor_amax) : 1.0f;
   r.codes.assign(rows * cols, 0);
   r.dequantized.assign(rows * cols, 0);
   for (int64_t i = 0; i < rows; ++i)

@@ -12,11 +12,9 @@
 
 #include <cmath>
 
-#include "quant/activation_quant.h"
 #include "quant/fake_quant_linear.h"
 #include "quant/fp_grid_weight.h"
 #include "quant/gptq.h"
-#include "quant/load_model.h"
 #include "quant/quant_spec.h"
 #include "quant/quant_state.h"
 #include "quant/rtn.h"
@@ -249,71 +247,4 @@ TEST_CASE("fp grid weight: the quant state keeps a grid's layers exactly") {
     CHECK(at::equal(a.codes, b.codes));
     CHECK(at::equal(a.dequantize(), b.dequantize()));
   }
-}
-
-TEST_CASE("fp grid weight: activations quantized as served, straight through, in every path") {
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(31);
-  const at::Tensor x = (at::randn({2, 5, 48}, gen) * 3).requires_grad_(true);
-  for (const FpGrid grid : kGrids) {
-    INFO(enum_name(grid));
-    // fp_quantize of the (tokens, features) matrix: fp8 one scale per token, nvfp4/mxfp4 blocks.
-    const at::Tensor q = quant::fake_quantize_activations(x, grid, "x");
-    const at::Tensor expected =
-        quant::fp_dequantize(quant::fp_quantize(x.detach().reshape({10, 48}), grid, "x"));
-    CHECK(at::equal(q.detach().reshape({10, 48}), expected));
-    CHECK_FALSE(at::equal(q.detach(), x.detach()));
-    q.sum().backward();
-    CHECK(at::equal(x.grad(), at::ones_like(x)));  // straight through
-    x.mutable_grad().zero_();
-  }
-  // fp8: each token's values are E4M3 multiples of that token's own scale.
-  const at::Tensor tokens =
-      at::randn({3, 32}, gen) * at::tensor({1.0f, 100.0f, 0.01f}).unsqueeze(1);
-  const at::Tensor q8 = quant::fake_quantize_activations(tokens, FpGrid::kFp8, "x");
-  for (int t = 0; t < 3; ++t) {
-    const float scale = std::max(tokens[t].abs().max().item<float>() / 448.0f, 1.1920929e-07f);
-    CHECK(at::equal(quant::round_to_e4m3(q8[t] / scale) * scale, q8[t]));
-  }
-  test::require_error(
-      [&] {
-        quant::fake_quantize_activations(at::full({1, 16}, NAN), FpGrid::kNvfp4, "layer.y");
-      },
-      {"layer.y", "NaN"});
-
-  // The fake-quantized layer computes with quantized inputs.
-  const at::Tensor w = awkward_weight(6, 48, 2);
-  quant::FakeQuantOptions options;
-  options.activations = FpGrid::kNvfp4;
-  quant::FakeQuantLinear layer(w, quant::fp_grid_quantize(w, FpGrid::kNvfp4, "w"), std::nullopt,
-                               options);
-  const at::Tensor input = x.detach();
-  CHECK(at::equal(layer.forward(input),
-                  at::linear(quant::fake_quantize_activations(input, FpGrid::kNvfp4, "x"),
-                             layer.effective_weight())));
-
-  // An artifact whose quant state names activations loads with them; the spec's JSON keeps them.
-  test::TempDir dir("act_grid");
-  const auto model_dir = test::write_byte_level_model(dir);
-  quant::QuantState state;
-  state.spec = grid_spec(FpGrid::kFp8);
-  state.spec.include = {R"(model\.layers\.\d+\..*)"};
-  state.spec.activations = FpGrid::kFp8;
-  CHECK(state.spec.describe() == "fp8 grid (W8, blocks of a row), fp8 activations");
-  CHECK(quant::QuantSpec::from_json(state.spec.to_json(), "q").activations == FpGrid::kFp8);
-  quant::save_quant_state(model_dir, state);
-  const auto plain = model::load_causal_lm(model_dir);
-  const auto loaded = quant::load_model(model_dir);
-  int64_t wrapped = 0;
-  for (const auto& slot : loaded->linear_layers(true)) {
-    const bool is_wrapped =
-        std::dynamic_pointer_cast<quant::ActivationQuantLinear>(*slot.layer) != nullptr;
-    CHECK(is_wrapped == state.spec.quantizes(slot.name));
-    wrapped += is_wrapped;
-  }
-  CHECK(wrapped > 0);
-  const at::Tensor ids = at::tensor({1, 7, 42, 99, 3}, at::kLong).unsqueeze(0);
-  CHECK_FALSE(at::equal(loaded->forward(ids), plain->forward(ids)));
-  state.spec.activations.reset();
-  quant::save_quant_state(model_dir, state);
-  CHECK(at::equal(quant::load_model(model_dir)->forward(ids), plain->forward(ids)));
 }

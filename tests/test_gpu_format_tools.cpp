@@ -1,8 +1,9 @@
 // The GPU serving formats through the tools (issue 46): ptq on --grid nvfp4 with --export
 // compressed-tensors, imported back (`rqat convert --model <checkpoint>`) to the same weights bit
 // for bit; qat-sft from it with learned scales, its export exact too; --act-grid recorded in the
-// quant state and computed by the loaded model; the refusals a user meets before any work; and a
-// checkpoint made before --act-grid existed still resumes.
+// quant state (nvfp4's input global scales calibrated by the trainer) and computed by the loaded
+// model, exported as NVFP4 W4A4 / W8A8 and imported back to the same logits; the refusals a user
+// meets before any work; and a checkpoint made before --act-grid existed still resumes.
 #include <catch2/catch.hpp>
 
 #include <CLI/CLI.hpp>
@@ -121,19 +122,52 @@ TEST_CASE("gpu formats: ptq and qat-sft export compressed-tensors exactly; --act
   tools::import_compressed_tensors_dir(dir / "qat_ct", dir / "qat_ct_back", log);
   require_same_weights(dir / "qat", dir / "qat_ct_back");
 
-  // --act-grid added to the weight-only state: recorded, and the loaded model computes with it.
-  REQUIRE(run_sft(dir, dir / "ptq", "w4a4", {"--act-grid", "nvfp4"}).exit_code == 0);
-  CHECK(quant::load_quant_state(dir / "w4a4").spec.activations == quant::FpGrid::kNvfp4);
+  // --act-grid added to the weight-only state: recorded, the input global scales calibrated on
+  // the training data, and the loaded model computes with them; its compressed-tensors export
+  // (NVFP4 W4A4) carries them and imports back to the same weights, scales and logits.
+  REQUIRE(
+      run_sft(dir, dir / "ptq", "w4a4", {"--act-grid", "nvfp4", "--export", "compressed-tensors"})
+          .exit_code == 0);
+  const quant::QuantState w4a4 = quant::load_quant_state(dir / "w4a4");
+  CHECK(w4a4.spec.activations == quant::FpGrid::kNvfp4);
+  for (const auto& [name, q] : w4a4.layers) {
+    INFO(name);
+    REQUIRE(q.input_global_scale.defined());
+    CHECK(q.input_global_scale.item<float>() > 0);
+  }
   const auto loaded = quant::load_model(dir / "w4a4");
   const auto slot = loaded->linear_layers(false).front();
   CHECK(std::dynamic_pointer_cast<quant::ActivationQuantLinear>(*slot.layer) != nullptr);
+  const auto ct = io::read_json_file(dir / "w4a4" / "compressed-tensors" / "config.json");
+  const auto& inputs = ct["quantization_config"]["config_groups"]["group_0"]["input_activations"];
+  CHECK(inputs["strategy"] == "tensor_group");
+  CHECK(inputs["dynamic"] == "local");
+  tools::import_compressed_tensors_dir(dir / "w4a4" / "compressed-tensors", dir / "w4a4_back", log);
+  require_same_weights(dir / "w4a4", dir / "w4a4_back");
+  const quant::QuantState back = quant::load_quant_state(dir / "w4a4_back");
+  CHECK(back.spec.activations == quant::FpGrid::kNvfp4);
+  for (const auto& [name, q] : w4a4.layers) {
+    INFO(name);
+    CHECK(at::equal(back.layers.at(name).input_global_scale, q.input_global_scale));
+  }
+  const at::Tensor ids = at::tensor({84, 104, 101, 32, 115, 117, 109}, at::kLong).unsqueeze(0);
+  CHECK(at::equal(quant::load_model(dir / "w4a4_back")->forward(ids), loaded->forward(ids)));
+
+  // FP8 W8A8 (dynamic per-token activations, nothing to calibrate) exports too.
+  REQUIRE(run_sft(dir, dir / "ptq", "w8a8_from_w4",
+                  {"--act-grid", "fp8", "--export", "compressed-tensors"})
+              .exit_code == 0);
+  CHECK(io::read_json_file(dir / "w8a8_from_w4" / "compressed-tensors" /
+                           "config.json")["quantization_config"]["config_groups"]["group_0"]
+                                         ["input_activations"]["strategy"] == "token");
 
   // Refused before any work, naming the flag.
-  test::require_error(
-      [&] {
-        run_sft(dir, dir / "ptq", "bad", {"--act-grid", "fp8", "--export", "compressed-tensors"});
-      },
-      {"--act-grid fp8", "not exported"});
+  cli::PtqConfig uncalibrated;
+  parse(uncalibrated, {"--model", model.string(), "--out", (dir / "bad").string(), "--method",
+                       "rtn", "--grid", "nvfp4", "--act-grid", "nvfp4", "--device", "cpu"});
+  test::require_error([&] { tools::run_ptq_command(uncalibrated.resolve(), log); },
+                      {"--act-grid nvfp4", "--calib"});
+  CHECK_FALSE(std::filesystem::exists(dir / "bad"));
   cli::PtqConfig gguf;
   parse(gguf, {"--model", model.string(), "--out", (dir / "bad2").string(), "--method", "rtn",
                "--grid", "gguf-q4_0", "--export", "compressed-tensors", "--device", "cpu"});

@@ -188,12 +188,18 @@ TEST_CASE("a changed training stage starts over instead of resuming another conf
   CHECK(f.run(f.plan()) == 1);
   const auto checkpoint = f.dir / "run" / "qat.bits-2.objective-kd" / "checkpoints" / "latest";
   REQUIRE(std::filesystem::exists(checkpoint));
+  // Whatever else the earlier attempt left (an export that refuses to write over another) goes too.
+  const auto stale =
+      f.dir / "run" / "qat.bits-2.objective-kd" / "compressed-tensors" / "config.json";
+  std::filesystem::create_directories(stale.parent_path());
+  std::ofstream(stale) << "{}";
   unsetenv("FAKE_CRASH");
   f.forget_calls();
   // Another value for the stage's input (ptq reruns), so the checkpoint is of other inputs.
   CHECK(f.run(f.plan({"note=changed"})) == 0);
   for (const auto& call : f.recorded()) CHECK(call.back() != "--resume");
   CHECK_FALSE(std::filesystem::exists(checkpoint));
+  CHECK_FALSE(std::filesystem::exists(stale));
 }
 
 TEST_CASE("values reach the tool verbatim: nothing in a YAML file runs as a command") {

@@ -1,7 +1,8 @@
 // write_compressed_tensors_fixture OUT SCHEME: a tiny random qwen3 (every matrix a multiple of 32
 // wide) quantized by rqat in SCHEME (w4a16, w4a16-asym, w8a16, w8-asym, w3-asym, nvfp4, mxfp4,
-// fp8; w4a16-fp16: a float16 model whose scales are rounded to float16, as GPTQ checkpoints keep
-// them, exported in float16), written as
+// fp8; nvfp4-w4a4, mxfp4-w4a4, fp8-w8a8 with their activations, nvfp4's input global scales
+// calibrated on a few tokens; w4a16-fp16: a float16 model whose scales are rounded to float16, as
+// GPTQ checkpoints keep them, exported in float16), written as
 //   OUT/rqat      rqat's dense model (its quantized layers' weights QuantizedWeight::dequantize(),
 //                 float32) with quant_state.safetensors: the reference;
 //   OUT/ct        the compressed-tensors export of the same state (in the model's dtype);
@@ -18,9 +19,11 @@
 #include "compressed_tensors_tiny_model.h"
 #include "io/checkpoint.h"
 #include "model/model_dir.h"
+#include "quant/activation_quant.h"
 #include "quant/compressed_tensors/export.h"
 #include "quant/compressed_tensors/import.h"
 #include "quant/fp_grid_weight.h"
+#include "quant/fused_layers.h"
 #include "quant/rtn.h"
 
 using namespace rqat;
@@ -42,6 +45,10 @@ quant::QuantSpec spec_of(const std::string& scheme) {
     spec.bits = 3, spec.group_size = 64, spec.symmetric = false;
   } else if (scheme == "nvfp4" || scheme == "mxfp4" || scheme == "fp8") {
     spec.use_fp_grid(parse_enum<quant::FpGrid>(scheme, "SCHEME"));
+  } else if (scheme == "nvfp4-w4a4" || scheme == "mxfp4-w4a4" || scheme == "fp8-w8a8") {
+    const auto grid = parse_enum<quant::FpGrid>(scheme.substr(0, scheme.find('-')), "SCHEME");
+    spec.use_fp_grid(grid);
+    spec.activations = grid;
   } else {
     throw std::runtime_error("unknown scheme " + scheme);
   }
@@ -63,13 +70,27 @@ int main(int argc, char** argv) {
     auto tiny = test::compressed_tensors_tiny_model(dtype, 7);
     model::CausalLM& model = *tiny;
     quant::QuantState state{spec, {}};
+    // nvfp4 activations: each layer's input global scale from the full-precision model's inputs
+    // on a few tokens (a second instance, whose layers the calibration wraps).
+    std::map<std::string, at::Tensor> input_scales;
+    if (spec.activations) {
+      auto calibrated = test::compressed_tensors_tiny_model(dtype, 7);
+      quant::attach_activation_quant(*calibrated, spec, {});
+      input_scales = quant::calibrate_input_global_scales(*calibrated, [&] {
+        calibrated->forward(at::arange(5, 45, at::kLong).remainder(256).view({2, 20}));
+      });
+    }
+    const auto globals = quant::shared_nvfp4_global_scales(model, spec);
     io::NamedTensors dense = model.state_tensors();
     for (auto& [name, tensor] : dense) {
       const std::string module = name.substr(0, name.rfind('.'));
       if (!name.ends_with(".weight") || tensor.dim() != 2 || !spec.quantizes(module)) continue;
-      quant::QuantizedWeight w = spec.fp_grid
-                                     ? quant::fp_grid_quantize(tensor, *spec.fp_grid, module)
-                                     : quant::rtn_quantize(tensor, spec);
+      const auto global = globals.find(module);
+      quant::QuantizedWeight w = quant::rtn_quantize(
+          tensor, spec, {},
+          global == globals.end() ? std::nullopt : std::optional<float>(global->second));
+      if (const auto input = input_scales.find(module); input != input_scales.end())
+        w.input_global_scale = input->second;
       if (dtype != at::kFloat) w.scales = w.scales.to(dtype).to(at::kFloat);
       tensor = w.dequantize();
       state.layers.emplace(module, std::move(w));

@@ -246,9 +246,10 @@ class PlanRun {
     if (resumes_interrupted_attempt(plan_, s, forced)) {
       args.push_back("--resume");
     } else {
-      // A new configuration (or new inputs) starts over: checkpoints of another run of this
-      // stage must not be continued.
-      std::filesystem::remove_all(s.out_dir / "checkpoints");
+      // A new configuration (or new inputs) starts over in an empty directory (run_dir / id, the
+      // runner's own): checkpoints of another run of this stage must not be continued, and an
+      // export refuses to write over another.
+      std::filesystem::remove_all(s.out_dir);
     }
     // A stale manifest must never make a half-rerun stage look finished.
     std::filesystem::remove(s.out_dir / io::kManifestFile);

@@ -13,11 +13,6 @@ namespace rqat::quant {
 
 namespace {
 
-// The nearest element values of x on the grid (float32, no history).
-at::Tensor nearest_values(const at::Tensor& x, FpGrid grid) {
-  return grid == FpGrid::kFp8 ? round_to_e4m3(x) : round_to_e2m1(x);
-}
-
 float largest_value(FpGrid grid) { return grid == FpGrid::kFp8 ? kE4m3Max : kE2m1Max; }
 
 // Scale magnitudes rounded as the format stores them.
@@ -41,7 +36,7 @@ struct FpCodes {
 FpCodes fp_values(const at::Tensor& w, const at::Tensor& s, FpGrid grid) {
   const auto positive = s > 0;
   const auto ratio = w / at::where(positive, s, at::ones_like(s));
-  return {at::where(positive, nearest_values(ratio, grid), at::zeros_like(ratio)),
+  return {at::where(positive, fp_round(ratio, grid), at::zeros_like(ratio)),
           at::logical_and(positive, ratio.abs() <= largest_value(grid))};
 }
 

@@ -163,6 +163,9 @@ FakeQuantLinear::FakeQuantLinear(const at::Tensor& weight, const QuantizedWeight
         name, enum_name(options_.mode), enum_name(*quantized.fp_grid));
   grid_ = quantized.gguf_grid;
   fp_grid_ = quantized.fp_grid;
+  if (options_.activations)
+    input_quantizer_.emplace(*options_.activations, name, weight.size(1),
+                             quantized.input_global_scale);
   at::NoGradGuard no_grad;
   const auto device = weight.device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
@@ -373,8 +376,7 @@ at::Tensor FakeQuantLinear::forward(const at::Tensor& x) {
     fail("{}: the input must be a float tensor, got {}", options_.name,
          c10::toString(x.scalar_type()));
   auto w = fake_quantized_weight().to(x.scalar_type());
-  const at::Tensor input =
-      options_.activations ? fake_quantize_activations(x, *options_.activations, options_.name) : x;
+  const at::Tensor input = input_quantizer_ ? (*input_quantizer_)(x) : x;
   return bias_.defined() ? at::linear(input, w, bias_.to(x.scalar_type())) : at::linear(input, w);
 }
 
@@ -389,6 +391,13 @@ std::optional<at::Tensor> FakeQuantLinear::bias() const {
 }
 
 QuantizedWeight FakeQuantLinear::to_quantized() const {
+  QuantizedWeight q = quantized_weight();
+  if (input_quantizer_ && input_quantizer_->input_global_scale().defined())
+    q.input_global_scale = input_quantizer_->input_global_scale().cpu().clone();
+  return q;
+}
+
+QuantizedWeight FakeQuantLinear::quantized_weight() const {
   at::NoGradGuard no_grad;
   if (!at::isfinite(weight_).all().item<bool>())
     fail("{}: the trained weight holds NaN or infinite values; cannot export", options_.name);

@@ -46,6 +46,7 @@
 
 #include "io/enum_names.h"
 #include "model/linear.h"
+#include "quant/activation_quant.h"
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
 
@@ -75,7 +76,8 @@ struct FakeQuantOptions {
   double clip_init_logit = 4.0;
   // Names the layer in error messages (e.g. "model.layers.0.mlp.up_proj").
   std::string name = "fake_quant_linear";
-  // The input quantized too (QuantSpec::activations, quant/activation_quant.h), straight through.
+  // The input quantized too (QuantSpec::activations, quant/activation_quant.h), straight through;
+  // nvfp4's input global scale comes with the QuantizedWeight, or from calibration.
   std::optional<FpGrid> activations;
 
   // The options a trainer's user picks (io/options.h); the clip init and the name are not flags.
@@ -97,7 +99,7 @@ at::Tensor fake_quantize_ste(const at::Tensor& w, const at::Tensor& scales, cons
                              const at::Tensor& g_idx, int bits,
                              const at::Tensor& grad_scale = at::Tensor());
 
-class FakeQuantLinear : public model::Linear {
+class FakeQuantLinear : public model::Linear, public QuantizesInput {
  public:
   // weight (out, in): the master weight's initial value (the original full-precision weight, or
   // quantized.dequantize() to start exactly at the ptq result), any float dtype, stored as
@@ -126,8 +128,13 @@ class FakeQuantLinear : public model::Linear {
   // w_q with autograd history (what forward multiplies with), float32 (out, in).
   at::Tensor fake_quantized_weight() const;
   // Integer codes of the current weight under the current scales and zeros (zeros rounded to
-  // integers in [0, maxq], as the forward uses them). Throws if a scale is no longer > 0.
+  // integers in [0, maxq], as the forward uses them), and the input's global scale where it has
+  // one. Throws if a scale is no longer > 0.
   QuantizedWeight to_quantized() const;
+  // The input's quantizer (FakeQuantOptions::activations), nullptr without one.
+  InputQuantizer* input_quantizer() override {
+    return input_quantizer_ ? &*input_quantizer_ : nullptr;
+  }
 
   // The master weight (parameter "weight"), float32 (out, in).
   const at::Tensor& weight() const { return weight_; }
@@ -172,8 +179,10 @@ class FakeQuantLinear : public model::Linear {
   // format (E4M3, a power of two, FP32) with the gradient straight through.
   at::Tensor fp_grid_scales() const;
   QuantizedWeight to_quantized_on_fp_grid() const;
+  QuantizedWeight quantized_weight() const;  // to_quantized's weight part
 
   FakeQuantOptions options_;
+  std::optional<InputQuantizer> input_quantizer_;
   int bits_;
   int64_t group_size_;
   at::Tensor weight_, bias_, scales_, zeros_, g_idx_, clip_gamma_, clip_beta_;

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -55,7 +56,14 @@ at::Tensor round_to_e4m3(const at::Tensor& x) {
   return x.to(at::kFloat).clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn).to(at::kFloat);
 }
 
-FpQuantized fp_quantize(const at::Tensor& weight, FpGrid grid, std::string_view where) {
+float nvfp4_global_scale(float amax) {
+  if (!(amax > 0)) return 1.0f;
+  const float reciprocal = 1.0f / std::max(amax, std::numeric_limits<float>::min());
+  return kE4m3Max * kE2m1Max * reciprocal;
+}
+
+FpQuantized fp_quantize(const at::Tensor& weight, FpGrid grid, std::string_view where,
+                        std::optional<float> global_scale) {
   if (weight.dim() != 2)
     fail("{}: {} quantizes 2-D weights, got {}-D", where, enum_name(grid), weight.dim());
   if (weight.numel() == 0) fail("{}: the weight is empty", where);
@@ -68,19 +76,37 @@ FpQuantized fp_quantize(const at::Tensor& weight, FpGrid grid, std::string_view 
   q.block = grid == FpGrid::kFp8 ? cols : table_block(grid);
   const at::Tensor blocks = to_blocks(w, q.block);
   const at::Tensor amax = blocks.abs().amax(2, /*keepdim=*/true);  // (rows, blocks, 1)
-  at::Tensor scales, codes;
+  at::Tensor global;
+  if (grid == FpGrid::kNvfp4) {
+    q.global_scale = global_scale ? *global_scale : nvfp4_global_scale(w.abs().max().item<float>());
+    if (!std::isfinite(q.global_scale) || !(q.global_scale > 0))
+      fail("{}: nvfp4 global scale {} must be finite and > 0", where, q.global_scale);
+    global = at::full({}, q.global_scale, w.options());
+  }
+  const at::Tensor scales = fp_block_scales(amax, grid, global);
+  // The element divides by the block's effective scale (nvfp4: scale_b / global, as
+  // compressed-tensors quantizes), the same float32 number dequantization multiplies by; a scale
+  // of 0 (an all-zero nvfp4 block) holds only 0.
+  const at::Tensor effective = grid == FpGrid::kNvfp4 ? scales / global : scales;
+  const at::Tensor safe = at::where(effective > 0, effective, at::ones_like(effective));
+  const at::Tensor codes =
+      at::where(effective > 0, fp_round(blocks / safe, grid), at::zeros_like(blocks));
+  q.codes = from_blocks(codes, cols);
+  q.scales = scales.reshape({rows, -1}).contiguous();
+  return q;
+}
+
+at::Tensor fp_round(const at::Tensor& x, FpGrid grid) {
+  return grid == FpGrid::kFp8 ? round_to_e4m3(x) : round_to_e2m1(x);
+}
+
+int64_t fp_block_size(FpGrid grid) { return grid == FpGrid::kFp8 ? 0 : table_block(grid); }
+
+at::Tensor fp_block_scales(const at::Tensor& amax, FpGrid grid, const at::Tensor& global) {
   switch (grid) {
-    case FpGrid::kNvfp4: {
-      const float tensor_amax = w.abs().max().item<float>();
-      q.global_scale = tensor_amax > 0 ? kE4m3Max * kE2m1Max / tensor_amax : 1.0f;
-      scales = round_to_e4m3(amax / kE2m1Max * q.global_scale);
-      // The element divides by the block's effective scale scale_b / global (as
-      // compressed-tensors quantizes), the same float32 number dequantization multiplies by.
-      const at::Tensor effective = scales / q.global_scale;
-      const at::Tensor safe = at::where(scales > 0, effective, at::ones_like(effective));
-      codes = at::where(scales > 0, round_to_e2m1(blocks / safe), at::zeros_like(blocks));
-      break;
-    }
+    case FpGrid::kNvfp4:
+      if (!global.defined()) fail("nvfp4 block scales need the global scale");
+      return round_to_e4m3(amax / kE2m1Max * global);
     case FpGrid::kMxfp4: {
       // 2^(floor(log2 amax) - 2): amax = m 2^e with m in [0.5, 1) (frexp, exact where a rounded
       // log2 would not be just below a power of two); E8M0 holds 2^-127 .. 2^127, and an
@@ -88,22 +114,14 @@ FpQuantized fp_quantize(const at::Tensor& weight, FpGrid grid, std::string_view 
       const auto [mantissa, exponent] = at::frexp(amax);
       const at::Tensor shared =
           at::where(amax > 0, exponent.to(at::kFloat) - 3.0f, at::full_like(amax, -127.0f));
-      scales = at::exp2(shared.clamp(-127.0f, 127.0f));
-      codes = round_to_e2m1(blocks / scales);
-      break;
+      return at::exp2(shared.clamp(-127.0f, 127.0f));
     }
-    case FpGrid::kFp8: {
+    case FpGrid::kFp8:
       // At least float32's epsilon (as compressed-tensors clamps it): a zero row decodes to zeros.
-      scales = at::clamp_min(amax / kE4m3Max, std::numeric_limits<float>::epsilon());
-      codes = round_to_e4m3(blocks / scales);
-      break;
-    }
+      return at::clamp_min(amax / kE4m3Max, std::numeric_limits<float>::epsilon());
     default:
-      fail("{}: unknown floating-point grid", where);
+      fail("unknown floating-point grid");
   }
-  q.codes = from_blocks(codes, cols);
-  q.scales = scales.reshape({rows, -1}).contiguous();
-  return q;
 }
 
 at::Tensor fp_dequantize(const FpQuantized& q) {

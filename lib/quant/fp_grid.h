@@ -3,7 +3,8 @@
 // fake quantizer and the export come next):
 //   nvfp4  FP4 E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) in blocks of 16 along
 //          a row, each block's scale an FP8 E4M3 number, over one FP32 global scale per tensor:
-//          global = 448 * 6 / amax(w), scale_b = e4m3(amax_b / 6 * global),
+//          global = 448 * 6 / amax(w) (nvfp4_global_scale; shared by the layers engines fuse:
+//          quant/fused_layers.h), scale_b = e4m3(amax_b / 6 * global),
 //          code = e2m1(w / (scale_b / global)), w' = code * (scale_b / global).
 //   mxfp4  E2M1 values in blocks of 32 with a power-of-two (E8M0) scale (OCP MX v1.0):
 //          scale_b = 2^(floor(log2 amax_b) - 2), code = e2m1(w / scale_b), w' = code * scale_b.
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "io/enum_names.h"
@@ -87,7 +89,23 @@ inline uint8_t fp_code(float value, FpGrid grid) {
   return grid == FpGrid::kFp8 ? e4m3_code(value) : e2m1_code(value);
 }
 
-FpQuantized fp_quantize(const at::Tensor& w, FpGrid grid, std::string_view where);
+// nvfp4's global scale is `global_scale` when given (shared by the layers an engine fuses:
+// fp_grid_weight.h), else nvfp4_global_scale of the weight's own max.
+FpQuantized fp_quantize(const at::Tensor& w, FpGrid grid, std::string_view where,
+                        std::optional<float> global_scale = std::nullopt);
+// NVFP4's global scale for a tensor whose largest magnitude is `amax`: 448 * 6 / amax, computed
+// as compressed-tensors' generate_gparam evaluates it in PyTorch (2688 times the float32
+// reciprocal of amax, amax at least float32's smallest normal), 1 for amax 0.
+float nvfp4_global_scale(float amax);
+// The elementwise nearest grid value of a tensor (E4M3 for fp8, else E2M1), float32.
+at::Tensor fp_round(const at::Tensor& x, FpGrid grid);
+// The block scales of the definitions above from each block's absolute maximum `amax` (any shape,
+// float32): e4m3(amax / 6 * global) for nvfp4 (`global` a float32 tensor broadcastable to it, on
+// its device), 2^(floor(log2 amax) - 2) (2^-127 for 0) for mxfp4, max(amax / 448, FLT_EPSILON) for
+// fp8. Device-side: no host read (activation quantization calls it at every forward).
+at::Tensor fp_block_scales(const at::Tensor& amax, FpGrid grid, const at::Tensor& global = {});
+// The values per scale along a row: 16 (nvfp4), 32 (mxfp4), 0 for fp8 (the whole row).
+int64_t fp_block_size(FpGrid grid);
 // The weight the codes and scales stand for (float32, rows x cols).
 at::Tensor fp_dequantize(const FpQuantized& q);
 

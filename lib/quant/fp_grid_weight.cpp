@@ -77,8 +77,9 @@ FpQuantized fp_quantized(const QuantizedWeight& w) {
   return q;
 }
 
-QuantizedWeight fp_grid_quantize(const at::Tensor& w, FpGrid grid, std::string_view where) {
-  return fp_grid_weight(fp_quantize(w, grid, where));
+QuantizedWeight fp_grid_quantize(const at::Tensor& w, FpGrid grid, std::string_view where,
+                                 std::optional<float> nvfp4_global) {
+  return fp_grid_weight(fp_quantize(w, grid, where, nvfp4_global));
 }
 
 at::Tensor fp_effective_scales(const QuantizedWeight& w) {

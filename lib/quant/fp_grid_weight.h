@@ -29,7 +29,8 @@ at::Tensor fp_value_codes(const at::Tensor& values, FpGrid grid);
 
 // The format's reference quantization of w (out, in) as a layer on the grid (fp_quantize, then
 // encoded); fails naming `where` as fp_quantize does.
-QuantizedWeight fp_grid_quantize(const at::Tensor& w, FpGrid grid, std::string_view where);
+QuantizedWeight fp_grid_quantize(const at::Tensor& w, FpGrid grid, std::string_view where,
+                                 std::optional<float> nvfp4_global = std::nullopt);
 // A layer on the grid from fp_quantize's result, and back.
 QuantizedWeight fp_grid_weight(const FpQuantized& q);
 FpQuantized fp_quantized(const QuantizedWeight& w);

@@ -283,7 +283,8 @@ QuantizedWeight original_order_result(const QuantSpec& spec, const GptqOptions& 
 
 QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
                               const GptqOptions& requested, GptqReport* report_out,
-                              const at::Tensor& grid_importance) {
+                              const at::Tensor& grid_importance,
+                              std::optional<float> nvfp4_global) {
   const auto start = std::chrono::steady_clock::now();
   check_arguments(weight, hessian, spec, requested);
   if (grid_importance.defined() && !spec.gguf_grid)
@@ -321,7 +322,7 @@ QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, cons
     scales = grid.scales;
     zeros = grid.zeros;
   } else if (spec.fp_grid) {
-    grid = fp_grid_quantize(w_tensor, *spec.fp_grid, "gptq");
+    grid = fp_grid_quantize(w_tensor, *spec.fp_grid, "gptq", nvfp4_global);
     scales = fp_effective_scales(grid);  // what each block's values are multiplied by
     zeros = grid.zeros;
   } else if (options.static_groups && !lazy_per_channel) {

@@ -33,6 +33,8 @@
 
 #include <ATen/Tensor.h>
 
+#include <optional>
+
 #include <cstdint>
 
 #include "quant/quant_spec.h"
@@ -93,9 +95,11 @@ struct GptqReport {
 // dequantize() == Q bit for bit. Throws rqat::Error for invalid arguments,
 // non-finite inputs, or a Hessian that stays indefinite after max_damp_retries increases.
 // grid_importance: on a GGUF grid, the scales are those of llama.cpp's importance-matrix
-// quantization with these weights (in) instead of its reference quantization.
+// quantization with these weights (in) instead of its reference quantization. nvfp4_global: as
+// rtn_quantize's.
 QuantizedWeight gptq_quantize(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
                               const GptqOptions& options, GptqReport* report = nullptr,
-                              const at::Tensor& grid_importance = {});
+                              const at::Tensor& grid_importance = {},
+                              std::optional<float> nvfp4_global = std::nullopt);
 
 }  // namespace rqat::quant

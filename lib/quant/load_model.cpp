@@ -16,7 +16,8 @@ std::shared_ptr<model::CausalLM> load_model(const std::filesystem::path& dir,
 }
 
 std::shared_ptr<model::CausalLM> load_model(const io::Artifact& artifact,
-                                            const model::LoadOptions& options) {
+                                            const model::LoadOptions& options,
+                                            InputQuantization inputs) {
   const std::filesystem::path& dir = artifact.dir;
   auto model = model::build_causal_lm(artifact, options);
   // GPTQ checkpoints: the packed layers are built from their own tensors first.
@@ -31,7 +32,9 @@ std::shared_ptr<model::CausalLM> load_model(const io::Artifact& artifact,
   }
   model::load_weights(*model, dir);
   // An artifact made with --act-grid computes with quantized inputs, as it will be served.
-  if (const auto spec = read_quant_spec(dir)) attach_activation_quant(*model, *spec);
+  if (inputs == InputQuantization::kOff) return model;
+  if (const auto spec = read_quant_spec(dir); spec && spec->activations)
+    attach_activation_quant(*model, *spec, read_input_global_scales(dir));
   return model;
 }
 

@@ -11,9 +11,15 @@
 
 namespace rqat::quant {
 
+// Whether an artifact made with --act-grid computes with quantized inputs (its layers wrapped in
+// ActivationQuantLinear, as it will be served), or as a plain model of its dense weights (what a
+// conversion of the weights reads).
+enum class InputQuantization { kAsServed, kOff };
+
 // The artifact a tool opened once; the path version opens it.
-std::shared_ptr<model::CausalLM> load_model(const io::Artifact& artifact,
-                                            const model::LoadOptions& options = {});
+std::shared_ptr<model::CausalLM> load_model(
+    const io::Artifact& artifact, const model::LoadOptions& options = {},
+    InputQuantization inputs = InputQuantization::kAsServed);
 std::shared_ptr<model::CausalLM> load_model(const std::filesystem::path& dir,
                                             const model::LoadOptions& options = {});
 

@@ -8,7 +8,9 @@
 #include <ostream>
 
 #include "io/error.h"
+#include "quant/activation_quant.h"
 #include "quant/capturing_linear.h"
+#include "quant/fused_layers.h"
 #include "quant/gguf/grid.h"
 #include "quant/hessian.h"
 #include "quant/rtn.h"
@@ -94,8 +96,11 @@ void log_layer(std::ostream& log, const LayerReport& r) {
 
 class Quantizer {
  public:
-  Quantizer(const PtqOptions& options, std::ostream& log, PtqResult& result)
-      : options_(options), log_(log), result_(result) {}
+  // nvfp4_globals: the global scale of each layer on the nvfp4 grid, shared within the groups
+  // GPU engines fuse (quant/fused_layers.h), from the weights before any is quantized.
+  Quantizer(const PtqOptions& options, std::ostream& log, PtqResult& result,
+            std::map<std::string, float> nvfp4_globals)
+      : options_(options), log_(log), result_(result), nvfp4_globals_(std::move(nvfp4_globals)) {}
 
   // Quantizes one layer from its weight and (optional) Hessian of `tokens` calibration tokens and
   // writes the result back.
@@ -116,12 +121,13 @@ class Quantizer {
     QuantizedWeight q;
     if (options_.method == PtqMethod::kGptq) {
       GptqReport gptq;
-      q = gptq_quantize(w, hessian.clone(), options_.spec, options_.gptq, &gptq, importance);
+      q = gptq_quantize(w, hessian.clone(), options_.spec, options_.gptq, &gptq, importance,
+                        nvfp4_global(slot.name));
       report.damp_used = gptq.damp_used;
       report.damp_increases = gptq.damp_increases;
       report.dead_columns = gptq.dead_columns;
     } else {
-      q = rtn_quantize(w, options_.spec, importance);
+      q = rtn_quantize(w, options_.spec, importance, nvfp4_global(slot.name));
     }
     const auto dequantized = finalize(q).to(w.device());
     if (hessian.defined()) {
@@ -145,8 +151,14 @@ class Quantizer {
  private:
   std::map<std::string, at::Tensor> output_scales_;
   const PtqOptions& options_;
+  std::optional<float> nvfp4_global(const std::string& layer) const {
+    const auto it = nvfp4_globals_.find(layer);
+    return it == nvfp4_globals_.end() ? std::nullopt : std::optional<float>(it->second);
+  }
+
   std::ostream& log_;
   PtqResult& result_;
+  std::map<std::string, float> nvfp4_globals_;
 };
 
 // A GGUF grid: RTN or GPTQ choose its codes, and every selected layer's rows hold whole blocks.
@@ -191,7 +203,13 @@ void check_grid_method(const QuantSpec& spec, PtqMethod method) {
 void check_calibration_needs(const PtqOptions& options, bool has_calibration) {
   if (options.importance.imatrix && !options.spec.gguf_grid)
     fail("--imatrix weights llama.cpp's quantization of a GGUF grid: add --grid gguf-TYPE");
+  if (options.spec.activations == FpGrid::kNvfp4 && options.method == PtqMethod::kNf4)
+    fail("--act-grid nvfp4: --method nf4 keeps no quant state to hold input global scales");
   if (has_calibration) return;
+  if (options.spec.activations == FpGrid::kNvfp4)
+    fail(
+        "--act-grid nvfp4 needs calibration data (--calib FILE): each layer's input global scale "
+        "is calibrated on it");
   if (options.method != PtqMethod::kRtn && options.method != PtqMethod::kNf4)
     fail("--method {} needs calibration data (--calib FILE)", enum_name(options.method));
   if (options.importance.imatrix) fail("--imatrix needs calibration data (--calib FILE)");
@@ -202,7 +220,7 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
   check_inputs(model, calibration_ids, options);
   at::NoGradGuard no_grad;
   PtqResult result;
-  Quantizer quantizer(options, log, result);
+  Quantizer quantizer(options, log, result, shared_nvfp4_global_scales(model, options.spec));
   const auto start = Clock::now();
   auto slots = model.linear_layers(/*include_lm_head=*/true);
 
@@ -323,9 +341,24 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
         quantizer.quantize_layer(local.at(name), h, hessians.at(name).samples());
       }
     }
-    // The next block's inputs come from this block with its quantized weights.
-    for (std::size_t b = 0; b < data.hidden.size(); ++b)
-      data.hidden[b] = layer.forward(data.hidden[b], data.contexts[b], index);
+    // The next block's inputs come from this block with its quantized weights. Under NVFP4
+    // activations the same pass calibrates each quantized layer's input global scale (on the
+    // weight-quantized model's inputs, as llm-compressor observes them).
+    std::map<std::string, at::Tensor> input_amax;
+    {
+      std::vector<std::unique_ptr<ScopedCapture>> captures;
+      if (options.spec.activations == FpGrid::kNvfp4)
+        for (auto& [name, slot] : local)
+          if (options.spec.quantizes(prefix + name))
+            captures.push_back(std::make_unique<ScopedCapture>(
+                slot, [&amax = input_amax[prefix + name]](const at::Tensor& x) {
+                  observe_input_amax(amax, x);
+                }));
+      for (std::size_t b = 0; b < data.hidden.size(); ++b)
+        data.hidden[b] = layer.forward(data.hidden[b], data.contexts[b], index);
+    }
+    for (const auto& [name, amax] : input_amax)
+      result.layers.at(name).input_global_scale = input_global_scale_from_amax(amax, name);
     result.peak_activation_bytes =
         std::max(result.peak_activation_bytes, 2 * data.bytes() + captured_bytes);
   }
@@ -333,8 +366,16 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
   for (auto& slot : slots) {
     if (slot.name != "lm_head" || !options.spec.quantizes(slot.name)) continue;
     HessianAccumulator acc(slot.layer->get()->in_features(), device);
-    for (const auto& h : data.hidden) acc.add(model.model->norm->forward(h));
+    at::Tensor input_amax;
+    for (const auto& h : data.hidden) {
+      const at::Tensor normed = model.model->norm->forward(h);
+      acc.add(normed);
+      observe_input_amax(input_amax, normed);
+    }
     quantizer.quantize_layer(slot, acc.hessian(), acc.samples());
+    if (options.spec.activations == FpGrid::kNvfp4)
+      result.layers.at(slot.name).input_global_scale =
+          input_global_scale_from_amax(input_amax, slot.name);
   }
   result.seconds = seconds_since(start);
   return result;

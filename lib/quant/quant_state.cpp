@@ -1,6 +1,8 @@
 #include "quant/quant_state.h"
 
+#include <cmath>
 #include <set>
+#include <string_view>
 
 #include "io/error.h"
 #include "io/json_file.h"
@@ -19,6 +21,8 @@ void save_quant_state(const std::filesystem::path& dir, const QuantState& state)
     tensors.emplace_back(name + ".g_idx", q.g_idx.to(at::kInt).cpu());
     if (q.super_scales.defined())
       tensors.emplace_back(name + ".super_scales", q.super_scales.to(at::kFloat).cpu());
+    if (q.input_global_scale.defined())
+      tensors.emplace_back(name + ".input_global_scale", q.input_global_scale.cpu());
   }
   std::filesystem::create_directories(dir);
   io::save_safetensors(dir / kQuantStateFile, tensors,
@@ -42,6 +46,24 @@ std::optional<QuantSpec> read_quant_spec(const std::filesystem::path& dir) {
   const auto path = dir / kQuantStateFile;
   if (!std::filesystem::exists(path)) return std::nullopt;
   return spec_of(*io::SafetensorsFile::open(path), path);
+}
+
+std::map<std::string, at::Tensor> read_input_global_scales(const std::filesystem::path& dir) {
+  std::map<std::string, at::Tensor> scales;
+  const auto path = dir / kQuantStateFile;
+  if (!std::filesystem::exists(path)) return scales;
+  const auto file = io::SafetensorsFile::open(path);
+  static constexpr std::string_view kSuffix = ".input_global_scale";
+  for (const auto& entry : file->entries()) {
+    if (!entry.name.ends_with(kSuffix)) continue;
+    const std::string name = entry.name.substr(0, entry.name.size() - kSuffix.size());
+    const at::Tensor t = file->tensor(entry.name).clone();
+    if (t.numel() != 1 || t.scalar_type() != at::kFloat || !(t.item<float>() > 0) ||
+        !std::isfinite(t.item<float>()))
+      fail("{}: {} must be one positive finite float32 value", path.string(), entry.name);
+    scales.emplace(name, t);
+  }
+  return scales;
 }
 
 QuantState load_quant_state(const std::filesystem::path& dir) {
@@ -68,6 +90,8 @@ QuantState load_quant_state(const std::filesystem::path& dir) {
     q.g_idx = file->tensor(name + ".g_idx").clone();
     if (file->contains(name + ".super_scales"))
       q.super_scales = file->tensor(name + ".super_scales").clone();
+    if (file->contains(name + ".input_global_scale"))
+      q.input_global_scale = file->tensor(name + ".input_global_scale").clone();
     q.bits = state.spec.bits;
     q.group_size = state.spec.group_size;
     q.gguf_grid = state.spec.gguf_grid;

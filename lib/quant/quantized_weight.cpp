@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "io/error.h"
 #include "ops/weight_formats.h"
 #include "quant/fp_grid_weight.h"
@@ -35,6 +37,11 @@ void QuantizedWeight::validate(const std::string& name) const {
   }
   if (group_size != -1 && group_size < 1)
     fail("{}: group_size = {} (must be -1 or positive)", name, group_size);
+  if (input_global_scale.defined() &&
+      (input_global_scale.numel() != 1 || input_global_scale.scalar_type() != at::kFloat ||
+       !(input_global_scale.cpu().item<float>() > 0) ||
+       !std::isfinite(input_global_scale.cpu().item<float>())))
+    fail("{}: the input global scale must be one positive finite float32 value", name);
   if (!codes.defined() || codes.dim() != 2 || codes.scalar_type() != at::kByte)
     fail("{}: codes must be a 2-D uint8 tensor (out, in)", name);
   const int64_t out = codes.size(0), in = codes.size(1);

@@ -33,6 +33,10 @@ struct QuantizedWeight {
   // On a GPU engine's floating-point grid (quant/fp_grid_weight.h): codes are the elements' bit
   // patterns (E2M1 nibbles, E4M3 bytes), zeros 0, and nvfp4's global scale is super_scales {1}.
   std::optional<FpGrid> fp_grid;
+  // Not the weight's: the layer's input global scale under NVFP4 activations (QuantSpec::
+  // activations, quant/activation_quant.h), float32 {1} from calibration; undefined otherwise.
+  // It travels with the layer (quant state, fake quantizer, compressed-tensors export).
+  at::Tensor input_global_scale;
 
   // On a grid of its own (GGUF or floating point): its scales are what the format stores, not
   // rounded to GPTQ checkpoints' fp16.

@@ -13,7 +13,7 @@
 namespace rqat::quant {
 
 QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec,
-                             const at::Tensor& grid_importance) {
+                             const at::Tensor& grid_importance, std::optional<float> nvfp4_global) {
   spec.validate("quant");
   if (weight.dim() != 2 || !c10::isFloatingType(weight.scalar_type()))
     fail("rtn: the weight must be a 2-D float tensor (out, in), got {} dims of {}", weight.dim(),
@@ -24,7 +24,7 @@ QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec,
   if (spec.gguf_grid) return gguf_grid_quantize(*spec.gguf_grid, weight, grid_importance);
   if (grid_importance.defined()) fail("rtn: an importance matrix needs a GGUF grid");
   // On a floating-point grid, RTN is the format's reference quantization.
-  if (spec.fp_grid) return fp_grid_quantize(weight, *spec.fp_grid, "rtn");
+  if (spec.fp_grid) return fp_grid_quantize(weight, *spec.fp_grid, "rtn", nvfp4_global);
   auto w = weight.to(at::kFloat).contiguous();
   const int64_t rows = w.size(0), cols = w.size(1);
   const int64_t group = spec.effective_group_size(cols), groups = spec.num_groups(cols);

@@ -6,6 +6,8 @@
 
 #include <ATen/Tensor.h>
 
+#include <optional>
+
 #include "quant/quant_spec.h"
 #include "quant/quantized_weight.h"
 
@@ -16,7 +18,10 @@ namespace rqat::quant {
 // in. Throws rqat::Error for an invalid spec or non-finite weights.
 // grid_importance: on a GGUF grid, an importance matrix's weights (in), making the result
 // llama.cpp's importance-matrix quantization (quant/gguf/importance.h).
+// nvfp4_global: on the nvfp4 grid, the global scale to use (fused layers share one:
+// quant/fused_layers.h) instead of the weight's own.
 QuantizedWeight rtn_quantize(const at::Tensor& weight, const QuantSpec& spec,
-                             const at::Tensor& grid_importance = {});
+                             const at::Tensor& grid_importance = {},
+                             std::optional<float> nvfp4_global = std::nullopt);
 
 }  // namespace rqat::quant

@@ -15,14 +15,11 @@ void check_compressed_tensors_spec(const quant::QuantSpec& spec, bool act_order)
   if (spec.gguf_grid)
     fail("--export {}: the layers are on llama.cpp's {} grid (use --export gguf)",
          kCompressedTensorsExport, *spec.grid_name());
-  if (spec.activations)
-    fail(
-        "--export {} writes weight-only schemes; --act-grid {} is not exported yet (its model is "
-        "evaluated by rqat with quantized activations)",
-        kCompressedTensorsExport, enum_name(*spec.activations));
   if (act_order)
-    fail("--export {}: compressed-tensors 0.20 has no act-order (g_idx); drop --act-order",
-         kCompressedTensorsExport);
+    fail(
+        "--export {}: compressed-tensors 0.20 has no act-order (g_idx); drop --act-order or add "
+        "--static-groups",
+        kCompressedTensorsExport);
 }
 
 void export_compressed_tensors_dir(const model::CausalLM& model, const quant::QuantState& state,
@@ -59,7 +56,8 @@ void convert_model_to_compressed_tensors(const std::filesystem::path& in_dir,
   const quant::QuantState state = quant::load_quant_state(in_dir);
   model::LoadOptions load;
   load.dequantize = true;
-  const auto model = quant::load_model(artifact, load);
+  // The dense weights as stored: the export describes the activations in its config instead.
+  const auto model = quant::load_model(artifact, load, quant::InputQuantization::kOff);
   export_compressed_tensors_dir(*model, state, in_dir, out_dir, out);
 }
 
@@ -72,9 +70,16 @@ void import_compressed_tensors_dir(const std::filesystem::path& in_dir,
   manifest.config["from"] = kCompressedTensorsExport;
   manifest.config["quant"] = imported.state.spec.to_json();
   manifest.metrics["quantized_layers"] = imported.state.layers.size();
+  if (!imported.unread_activations.empty())
+    manifest.config["unread_activations"] = imported.unread_activations;
   io::write_manifest(out_dir, manifest);
   out << fmt::format("imported {} quantized layers ({}) from {}\n", imported.state.layers.size(),
                      imported.state.spec.describe(), in_dir.string());
+  if (!imported.unread_activations.empty())
+    out << fmt::format(
+        "note: its input activations ({}) are not a scheme rqat computes; the imported model "
+        "computes with full-precision activations\n",
+        imported.unread_activations);
 }
 
 }  // namespace rqat::tools

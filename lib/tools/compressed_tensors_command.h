@@ -16,7 +16,7 @@ namespace rqat::tools {
 inline constexpr const char* kCompressedTensorsExport = "compressed-tensors";
 
 // The refusals of a compressed-tensors export that the spec alone decides (before any work):
-// a GGUF grid, act-order, activation quantization (the export is weight-only).
+// a GGUF grid, act-order.
 void check_compressed_tensors_spec(const quant::QuantSpec& spec, bool act_order = false);
 
 // Writes OUT/compressed-tensors of `state`'s layers (exact, checked per layer) and prints a line.

@@ -9,6 +9,7 @@
 #include "io/manifest.h"
 #include "model/model_dir.h"
 #include "ops/kernel_choice.h"
+#include "quant/activation_quant.h"
 #include "quant/load_model.h"
 #include "quant/packed_gptq_linear.h"
 #include "quant/quant_state.h"
@@ -85,6 +86,12 @@ Policy load_mode_policy(const GrpoCommandOptions& o, const io::Artifact& artifac
                              layers);
   if (o.mode == PolicyMode::kQat) {
     p.quantized = plan.quantize;
+    if (const auto missing = quant::uncalibrated_input_layers(*p.model); !missing.empty())
+      fail(
+          "--act-grid nvfp4: {} layers (first {}) have no input global scale; start grpo from an "
+          "artifact calibrated for it (ptq --act-grid nvfp4 --calib FILE, or qat-sft/qat-kd with "
+          "--act-grid nvfp4)",
+          missing.size(), missing.front());
     return p;
   }
   // qlora: the quantized weights become the frozen base (exactly the dequantized codes).

@@ -96,7 +96,9 @@ void convert_model_to_gguf(const std::filesystem::path& in_dir,
 
 void write_logits(const std::filesystem::path& model_dir, const std::filesystem::path& input,
                   const std::filesystem::path& output, const LoadOptions& options) {
-  auto model = load_causal_lm(model_dir, options);
+  // As every tool loads it: a GPTQ checkpoint's packed layers, an --act-grid artifact's
+  // quantized activations.
+  auto model = quant::load_model(model_dir, options);
   auto file = io::SafetensorsFile::open(input);
   for (const char* name : {"input_ids", "attention_mask"}) {
     if (!file->contains(name)) fail("{}: tensor '{}' is missing", input.string(), name);

@@ -105,7 +105,10 @@ ExportChoice export_choice(const PtqCommandOptions& options, PtqMethod method,
     if (method != PtqMethod::kRtn && method != PtqMethod::kGptq)
       fail("--export {}: --method {} (use rtn or gptq)", kCompressedTensorsExport,
            enum_name(method));
-    check_compressed_tensors_spec(spec, method == PtqMethod::kGptq && options.ptq.gptq.act_order);
+    // Act-order leaves columns out of group order (a g_idx compressed-tensors has no field for)
+    // unless the groups are static: --static-groups, or a floating-point grid's blocks.
+    check_compressed_tensors_spec(spec, method == PtqMethod::kGptq && options.ptq.gptq.act_order &&
+                                            !options.ptq.gptq.static_groups && !spec.fp_grid);
     choice.compressed_tensors = true;
     return choice;
   }

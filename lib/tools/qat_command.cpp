@@ -319,6 +319,19 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
         "artifact made with --grid gguf-<type>, or pass --grid); rqat convert --to gguf "
         "re-quantizes any artifact");
   if (exports_compressed_tensors(options)) check_compressed_tensors_spec(spec);
+  if (spec.activations == quant::FpGrid::kNvfp4) {
+    const int64_t micro = options.trainer.micro_batch_size > 0 ? options.trainer.micro_batch_size
+                                                               : options.trainer.batch_size;
+    const auto calibrated =
+        calibrate_student_inputs(*student, data.sequences, kInputCalibrationSequences, micro,
+                                 padding_token_id(*tokenizer), device);
+    if (!calibrated.empty() && comm->is_main())
+      out << fmt::format(
+          "nvfp4 activations: the input global scales of {} layers calibrated on the first {} "
+          "training sequences\n",
+          calibrated.size(),
+          std::min<size_t>(kInputCalibrationSequences, data.sequences.sequences.size()));
+  }
   student->set_activation_checkpointing(options.activation_checkpointing);
   const auto teacher = teacher_dir.empty() ? nullptr : load_teacher(teacher_dir, config, device);
   if (comm->is_main())

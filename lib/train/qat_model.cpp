@@ -1,9 +1,12 @@
 #include "train/qat_model.h"
 
+#include <algorithm>
 #include <map>
 
 #include "io/error.h"
 #include "model/linear.h"
+#include "quant/activation_quant.h"
+#include "quant/fused_layers.h"
 #include "quant/gptq_checkpoint.h"
 #include "quant/rtn.h"
 
@@ -51,6 +54,8 @@ std::vector<std::string> attach_fake_quant(model::CausalLM& model, const quant::
 std::vector<std::string> attach_fake_quant_rtn(model::CausalLM& model, const quant::QuantSpec& spec,
                                                const quant::FakeQuantOptions& options) {
   spec.validate("--");
+  // nvfp4: one global scale per group of layers GPU engines fuse (quant/fused_layers.h).
+  const std::map<std::string, float> nvfp4_globals = quant::shared_nvfp4_global_scales(model, spec);
   std::vector<std::string> replaced;
   for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) {
     if (!spec.quantizes(slot.name)) continue;
@@ -58,7 +63,10 @@ std::vector<std::string> attach_fake_quant_rtn(model::CausalLM& model, const qua
     // Scales rounded to float16 as ptq does: GPTQ checkpoints store float16 scales, so frozen
     // scales export exactly. The master weight stays the full-precision one.
     const at::Tensor weight = layer.effective_weight().detach();
-    quant::QuantizedWeight q = quant::rtn_quantize(weight, spec);
+    const auto global = nvfp4_globals.find(slot.name);
+    quant::QuantizedWeight q = quant::rtn_quantize(
+        weight, spec, {},
+        global == nvfp4_globals.end() ? std::nullopt : std::optional<float>(global->second));
     if (!q.on_format_grid())
       q.scales = q.scales.to(at::kHalf).to(at::kFloat);  // a grid's are stored
     auto fq = std::make_shared<quant::FakeQuantLinear>(weight, q, layer.bias(),
@@ -183,6 +191,27 @@ quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan
   check_per_tensor_mode(spec, options);
   layers = attach_fake_quant_rtn(model, spec, options);
   return spec;
+}
+
+std::vector<std::string> calibrate_student_inputs(model::CausalLM& model,
+                                                  const data::SequenceSet& set, int64_t count,
+                                                  int64_t micro_batch, int64_t pad_id,
+                                                  c10::Device device) {
+  const int64_t n = std::min<int64_t>(count, static_cast<int64_t>(set.sequences.size()));
+  const int64_t step = std::max<int64_t>(1, micro_batch);
+  const auto scales = quant::calibrate_input_global_scales(model, [&] {
+    for (int64_t begin = 0; begin < n; begin += step) {
+      std::vector<int64_t> indices;
+      for (int64_t i = begin; i < std::min(n, begin + step); ++i) indices.push_back(i);
+      const data::TokenBatch batch = data::collate(set, indices, pad_id);
+      const at::Tensor mask =
+          batch.attention_mask.defined() ? batch.attention_mask.to(device) : at::Tensor();
+      model.forward(batch.input_ids.to(device), mask);
+    }
+  });
+  std::vector<std::string> names;
+  for (const auto& [name, scale] : scales) names.push_back(name);
+  return names;
 }
 
 }  // namespace rqat::train

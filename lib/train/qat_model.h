@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "data/training_batches.h"
 #include "io/enum_names.h"
 #include "model/decoder.h"
 #include "quant/fake_quant_linear.h"
@@ -69,5 +70,17 @@ quant::QuantSpec attach_quant_plan(model::CausalLM& model, const QuantPlan& plan
                                    const quant::FakeQuantOptions& options,
                                    std::optional<quant::GptqFormat> gptq_export,
                                    std::vector<std::string>& layers);
+
+// Sequences the trainers calibrate NVFP4 activations' input global scales on.
+inline constexpr int64_t kInputCalibrationSequences = 64;
+
+// NVFP4 activations (quant/activation_quant.h): the input global scale of every student layer
+// that has none (a weight-only start trained as W4A4, or an RTN start), calibrated on the first
+// `count` sequences of `set` in file order (so every process and a resumed run get the same),
+// `micro_batch` at a time, before training. Returns the layers calibrated (none: nothing runs).
+std::vector<std::string> calibrate_student_inputs(model::CausalLM& model,
+                                                  const data::SequenceSet& set, int64_t count,
+                                                  int64_t micro_batch, int64_t pad_id,
+                                                  c10::Device device);
 
 }  // namespace rqat::train

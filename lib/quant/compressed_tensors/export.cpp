@@ -13,6 +13,7 @@
 #include "io/error.h"
 #include "model/model_dir.h"
 #include "quant/compressed_tensors/tensors.h"
+#include "quant/fused_layers.h"
 
 namespace rqat::quant {
 
@@ -51,7 +52,8 @@ CtScheme check_compressed_tensors_exportable(const model::CausalLM& model,
   const std::vector<std::string> linears = linear_names(model);
   const std::set<std::string> linear_set(linears.begin(), linears.end());
   const auto& [first_name, first] = *state.layers.begin();
-  const CtScheme scheme = ct_scheme_of(first, state.spec.symmetric, first_name);
+  const CtScheme scheme =
+      ct_scheme_of(first, state.spec.symmetric, state.spec.activations, first_name);
   for (const auto& [name, w] : state.layers) {
     const auto it = weights.find(name + ".weight");
     if (!linear_set.count(name) || it == weights.end())
@@ -60,6 +62,11 @@ CtScheme check_compressed_tensors_exportable(const model::CausalLM& model,
       fail("{}: the quant state's codes are {}, the model's weight {}", name,
            fmt::join(w.codes.sizes(), "x"), fmt::join(it->second.sizes(), "x"));
     ct_check_layer(w, scheme, name);
+  }
+  if (scheme.format == CtFormat::kNvfp4PackQuantized) {
+    std::map<std::string, float> globals;
+    for (const auto& [name, w] : state.layers) globals[name] = w.super_scales.item<float>();
+    check_fused_scales_shared(globals, "compressed-tensors export");
   }
   return scheme;
 }

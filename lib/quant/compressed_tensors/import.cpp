@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The parts of a quantized layer; activation and KV-cache quantization parameters, which rqat does
-// not model, are dropped.
+// The parts of a quantized layer; activation and KV-cache quantization parameters that rqat does
+// not model are dropped (an NVFP4 W4A4 layer's input_global_scale is kept: see below).
 constexpr std::string_view kLayerParts[] = {"weight_packed", "weight_scale", "weight_shape",
                                             "weight_zero_point", "weight_global_scale"};
 constexpr std::string_view kDroppedParts[] = {
@@ -106,7 +106,11 @@ CompressedTensorsModel read_compressed_tensors(const fs::path& dir) {
   for (const auto& name : reader.names()) {
     const auto [module, suffix] = split_name(name);
     const auto layer = layers.find(module);
-    if (layer != layers.end() && (one_of(suffix, kLayerParts) || suffix == "weight")) {
+    // NVFP4 activations' static global scale is the layer's (the dynamic ones have none).
+    const bool input_global =
+        suffix == "input_global_scale" && m.scheme.activations == FpGrid::kNvfp4;
+    if (layer != layers.end() &&
+        (one_of(suffix, kLayerParts) || suffix == "weight" || input_global)) {
       if (suffix == "weight" && m.scheme.format != CtFormat::kFloatQuantized)
         fail("{}: layer {} is stored both packed (weight_packed) and dense (weight)", where,
              module);
@@ -133,6 +137,8 @@ CompressedTensorsModel read_compressed_tensors(const fs::path& dir) {
     matrices.insert(module);
   }
   m.state.spec = spec_of(m.scheme, quantized, matrices);
+  m.state.spec.activations = m.scheme.activations;
+  m.unread_activations = ct.unread_activations;
   return m;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "io/safetensors.h"
 #include "model/model_config.h"
@@ -18,6 +19,9 @@ struct CompressedTensorsModel {
   io::NamedTensors tensors;   // every weight under its Hugging Face name, float32
   QuantState state;           // the quantized layers by module name; the spec from the scheme
   CtScheme scheme;
+  // The checkpoint's input_activations when they are not a scheme rqat computes (its weights
+  // import; its activations would be served otherwise): empty when read, or none.
+  std::string unread_activations;
 };
 
 // Reads dir (config.json, model.safetensors or shards). A layer is quantized where its packed

@@ -44,39 +44,100 @@ std::string_view CtScheme::strategy() const {
 }
 
 std::string CtScheme::describe() const {
+  // The presets' names where the scheme is one ("NVFP4A16", "NVFP4 W4A4"); otherwise the weights
+  // and then other activations ("W4 G128 sym, fp8 activations").
+  const auto grid = fp_grid();
+  const bool own_activations = activations && activations == grid;
   std::string name;
-  if (const auto grid = fp_grid()) {
-    name = *grid == FpGrid::kNvfp4   ? "NVFP4A16"
-           : *grid == FpGrid::kMxfp4 ? "MXFP4A16"
-                                     : "FP8 W8A16 per-channel";
+  if (grid == FpGrid::kNvfp4 || grid == FpGrid::kMxfp4) {
+    name = fmt::format("{}{}", *grid == FpGrid::kNvfp4 ? "NVFP4" : "MXFP4",
+                       own_activations ? " W4A4"
+                       : activations   ? ""
+                                       : "A16");
+  } else if (grid == FpGrid::kFp8) {
+    name = own_activations ? "FP8 W8A8 per-channel, dynamic per-token"
+           : activations   ? "FP8 W8 per-channel"
+                           : "FP8 W8A16 per-channel";
   } else {
     name =
-        fmt::format("W{}A16 {} {}", bits,
+        fmt::format("W{}{} {} {}", bits, activations ? "" : "A16",
                     group_size == -1 ? std::string("per-channel") : fmt::format("G{}", group_size),
                     symmetric ? "sym" : "asym");
   }
+  if (activations && !own_activations)
+    name += fmt::format(", {} activations", enum_name(*activations));
   return fmt::format("{} ({})", name, enum_name(format));
 }
 
-CtScheme ct_scheme_of(const QuantizedWeight& w, bool symmetric, const std::string& name) {
+CtScheme ct_scheme_of(const QuantizedWeight& w, bool symmetric, std::optional<FpGrid> activations,
+                      const std::string& name) {
   if (w.gguf_grid)
     fail(
         "{}: on the GGUF grid {} (compressed-tensors holds the uniform grid, nvfp4, mxfp4 and fp8)",
         name, enum_name(*w.gguf_grid));
+  CtScheme scheme{CtFormat::kPackQuantized, w.bits, w.group_size, symmetric, activations};
   if (w.fp_grid) {
     switch (*w.fp_grid) {
       case FpGrid::kNvfp4:
-        return {CtFormat::kNvfp4PackQuantized, 4, 16, true};
+        scheme = {CtFormat::kNvfp4PackQuantized, 4, 16, true, activations};
+        break;
       case FpGrid::kMxfp4:
-        return {CtFormat::kMxfp4PackQuantized, 4, 32, true};
+        scheme = {CtFormat::kMxfp4PackQuantized, 4, 32, true, activations};
+        break;
       case FpGrid::kFp8:
       case FpGrid::kCount:
+        scheme = {CtFormat::kFloatQuantized, 8, -1, true, activations};
         break;
     }
-    return {CtFormat::kFloatQuantized, 8, -1, true};
   }
-  return {CtFormat::kPackQuantized, w.bits, w.group_size, symmetric};
+  return scheme;
 }
+
+namespace {
+
+// The input_activations of `grid` as the presets serialize them (FP8_DYNAMIC, NVFP4, MXFP4).
+io::Json input_activations_json(FpGrid grid) {
+  switch (grid) {
+    case FpGrid::kFp8:
+      return {{"num_bits", 8},         {"type", "float"},     {"symmetric", true},
+              {"group_size", nullptr}, {"strategy", "token"}, {"dynamic", true}};
+    case FpGrid::kNvfp4:
+      return {{"num_bits", 4},
+              {"type", "float"},
+              {"symmetric", true},
+              {"group_size", 16},
+              {"strategy", "tensor_group"},
+              {"dynamic", "local"},
+              {"scale_dtype", "torch.float8_e4m3fn"},
+              {"observer", "static_minmax"}};
+    default:
+      return {{"num_bits", 4},
+              {"type", "float"},
+              {"symmetric", true},
+              {"group_size", 32},
+              {"strategy", "group"},
+              {"dynamic", true},
+              {"scale_dtype", "torch.uint8"}};
+  }
+}
+
+// The grid of an input_activations object, or nullopt with `unread` describing it.
+std::optional<FpGrid> activations_of(const io::Json& args, std::string& unread) {
+  if (args.is_null()) return std::nullopt;
+  const auto get = [&](const char* key) { return args.contains(key) ? args[key] : io::Json(); };
+  const bool is_float = get("type") == "float";
+  const io::Json bits = get("num_bits"), strategy = get("strategy"), dynamic = get("dynamic"),
+                 group = get("group_size");
+  if (is_float && bits == 8 && strategy == "token" && dynamic == true) return FpGrid::kFp8;
+  if (is_float && bits == 4 && strategy == "tensor_group" && group == 16 && dynamic == "local")
+    return FpGrid::kNvfp4;
+  if (is_float && bits == 4 && strategy == "group" && group == 32 && dynamic == true)
+    return FpGrid::kMxfp4;
+  unread = args.dump();
+  return std::nullopt;
+}
+
+}  // namespace
 
 io::Json ct_quantization_config(const CtScheme& scheme, const std::vector<std::string>& ignore) {
   io::Json weights = io::Json::object();
@@ -87,11 +148,13 @@ io::Json ct_quantization_config(const CtScheme& scheme, const std::vector<std::s
   weights["strategy"] = scheme.strategy();
   weights["dynamic"] = false;
   if (const char* dtype = torch_dtype_string(scheme.format)) weights["scale_dtype"] = dtype;
-  io::Json group = {{"targets", io::Json::array({"Linear"})},
-                    {"weights", weights},
-                    {"input_activations", nullptr},
-                    {"output_activations", nullptr},
-                    {"format", nullptr}};
+  io::Json group = {
+      {"targets", io::Json::array({"Linear"})},
+      {"weights", weights},
+      {"input_activations",
+       scheme.activations ? input_activations_json(*scheme.activations) : io::Json(nullptr)},
+      {"output_activations", nullptr},
+      {"format", nullptr}};
   io::Json qc = io::Json::object();
   qc["version"] = kCompressedTensorsVersion;
   qc["quant_method"] = "compressed-tensors";
@@ -130,6 +193,9 @@ CtConfig ct_config_from_json(const io::Json& qc, std::string_view where) {
   CtConfig config;
   config.targets = io::json_field_or<std::vector<std::string>>(group, "targets", {}, gpath);
   config.ignore = io::json_field_or<std::vector<std::string>>(qc, "ignore", {}, top);
+  if (group.contains("input_activations"))
+    config.scheme.activations =
+        activations_of(group["input_activations"], config.unread_activations);
   const std::string wpath = io::json_path(gpath, "weights");
   const auto weights = io::json_field<io::Json>(group, "weights", gpath);
   if (!weights.is_object()) fail("{}: expected an object (a weight quantization)", wpath);

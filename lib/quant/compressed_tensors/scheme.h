@@ -8,8 +8,12 @@
 //   fp8    format "float-quantized": float, 8 bits, strategy "channel" (FP8_DYNAMIC's weights)
 //   int    format "pack-quantized": int, 2 to 8 bits, strategy "group" (groups of group_size) or
 //          "channel" (group_size -1), symmetric or not (W4A16, W8A16, W4A16_ASYM)
-// Only the weights are described (input_activations null: the weight-only variants); a
-// checkpoint whose activations are quantized too (NVFP4, FP8_DYNAMIC, W8A8) imports its weights.
+// Input activations, when the model quantizes them (QuantSpec::activations), as the presets
+// describe them: fp8 "token" dynamic (FP8_DYNAMIC's), nvfp4 "tensor_group" of 16 with dynamic
+// "local" block scales under each layer's static NAME.input_global_scale (NVFP4's), mxfp4 "group"
+// of 32 dynamic (MXFP4's); with any weight scheme (e.g. W4A16 weights with FP8 activations). A
+// checkpoint whose activations are quantized in another way imports its weights only
+// (CtConfig::unread_activations says how).
 // The tensors of each layer are quant/compressed_tensors/tensors.h's.
 #pragma once
 
@@ -45,19 +49,22 @@ struct CtScheme {
   int bits = 4;
   int64_t group_size = 128;  // -1: one scale per output channel
   bool symmetric = true;
+  std::optional<FpGrid> activations;  // the input activations' grid, nullopt: not quantized
 
   // The floating-point grid of the float formats (nvfp4, mxfp4, fp8), nullopt for int.
   std::optional<FpGrid> fp_grid() const;
   // "group", "channel" or "tensor_group".
   std::string_view strategy() const;
-  // "W4A16 G128 sym (pack-quantized)", "NVFP4A16 (nvfp4-pack-quantized)".
+  // "W4A16 G128 sym (pack-quantized)", "NVFP4A16 (nvfp4-pack-quantized)", "NVFP4 W4A4
+  // (nvfp4-pack-quantized)".
   std::string describe() const;
   bool operator==(const CtScheme&) const = default;
 };
 
-// The scheme a layer maps onto (its grid, bits, groups; symmetric as given for the uniform grid).
-// Fails naming `name` for a layer no scheme holds (a GGUF grid).
-CtScheme ct_scheme_of(const QuantizedWeight& w, bool symmetric, const std::string& name);
+// The scheme a layer maps onto (its grid, bits, groups; symmetric as given for the uniform grid;
+// the model's activation grid). Fails naming `name` for a layer no scheme holds (a GGUF grid).
+CtScheme ct_scheme_of(const QuantizedWeight& w, bool symmetric, std::optional<FpGrid> activations,
+                      const std::string& name);
 
 // config.json's "quantization_config": one config group "group_0" targeting "Linear" with the
 // scheme's weights, `ignore` the linear layers left in full precision (e.g. "lm_head"),
@@ -66,6 +73,8 @@ io::Json ct_quantization_config(const CtScheme& scheme, const std::vector<std::s
 
 struct CtConfig {
   CtScheme scheme;
+  // input_activations that are none of the above (e.g. static int8): described here, not read.
+  std::string unread_activations;
   std::vector<std::string> ignore;
   std::vector<std::string> targets;
 };

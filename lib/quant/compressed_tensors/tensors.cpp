@@ -96,7 +96,7 @@ at::Tensor per_column(const at::Tensor& per_group, int64_t in) {
 }  // namespace
 
 void ct_check_layer(const QuantizedWeight& w, const CtScheme& scheme, const std::string& name) {
-  const CtScheme own = ct_scheme_of(w, scheme.symmetric, name);
+  const CtScheme own = ct_scheme_of(w, scheme.symmetric, scheme.activations, name);
   if (own != scheme)
     fail("{}: its scheme is {}, the checkpoint's {} (one scheme for every layer)", name,
          own.describe(), scheme.describe());
@@ -106,6 +106,17 @@ void ct_check_layer(const QuantizedWeight& w, const CtScheme& scheme, const std:
   if (in % group != 0)
     fail("{}: {} inputs are not whole groups of {} (compressed-tensors has no partial groups)",
          name, in, group);
+  if (scheme.activations) {
+    const int64_t block = fp_block_size(*scheme.activations);
+    if (block > 0 && in % block != 0)
+      fail("{}: {} inputs are not whole blocks of {} ({} activations)", name, in, block,
+           enum_name(*scheme.activations));
+    if (scheme.activations == FpGrid::kNvfp4 && !w.input_global_scale.defined())
+      fail(
+          "{}: nvfp4 activations without an input global scale (calibrate: ptq --act-grid nvfp4 "
+          "--calib FILE, or a trainer with --act-grid nvfp4)",
+          name);
+  }
   const at::Tensor g_idx = w.g_idx.to(at::kCPU, at::kLong);
   if (!at::equal(g_idx, at::arange(in, at::kLong).div(group, "floor")))
     fail("{}: act-order g_idx (columns not in group order); compressed-tensors {} has no g_idx",
@@ -168,6 +179,8 @@ CtLayerTensors ct_layer_tensors(const QuantizedWeight& w, const CtScheme& scheme
     case CtFormat::kCount:
       break;
   }
+  if (scheme.activations == FpGrid::kNvfp4)
+    t["input_global_scale"] = w.input_global_scale.to(at::kCPU, at::kFloat).reshape({1}).clone();
   return t;
 }
 
@@ -259,6 +272,12 @@ QuantizedWeight ct_layer_from_tensors(const CtLayerTensors& parts, const CtSchem
     }
   }
   if (!w.zeros.defined()) w.zeros = at::zeros_like(w.scales);
+  if (scheme.activations == FpGrid::kNvfp4) {
+    const at::Tensor& global = part(parts, "input_global_scale", where, name);
+    if (global.numel() != 1 || !at::isFloatingType(global.scalar_type()))
+      fail("{}: tensor {}.input_global_scale must be one float value", where, name);
+    w.input_global_scale = global.to(at::kCPU, at::kFloat).reshape({1}).clone();
+  }
   const int64_t group = scheme.group_size == -1 ? in : scheme.group_size;
   w.g_idx = at::arange(in, at::kInt).div(group, "floor").to(at::kInt);
   w.validate(fmt::format("{}: layer {}", where, name));
