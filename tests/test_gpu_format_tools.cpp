@@ -168,6 +168,15 @@ TEST_CASE("gpu formats: ptq and qat-sft export compressed-tensors exactly; --act
   test::require_error([&] { tools::run_ptq_command(uncalibrated.resolve(), log); },
                       {"--act-grid nvfp4", "--calib"});
   CHECK_FALSE(std::filesystem::exists(dir / "bad"));
+  // A layer that is not whole groups (the byte-level test model's 72-wide o_proj), before any work.
+  test::TempDir odd_dir("gpu_format_tools_odd");
+  const auto odd = test::write_byte_level_model(odd_dir);
+  cli::PtqConfig partial;
+  parse(partial, {"--model", odd.string(), "--out", (dir / "partial").string(), "--method", "rtn",
+                  "--grid", "nvfp4", "--export", "compressed-tensors", "--device", "cpu"});
+  test::require_error([&] { tools::run_ptq_command(partial.resolve(), log); },
+                      {"--export compressed-tensors", "o_proj", "72 inputs", "groups of 16"});
+  CHECK_FALSE(std::filesystem::exists(dir / "partial"));
   cli::PtqConfig gguf;
   parse(gguf, {"--model", model.string(), "--out", (dir / "bad2").string(), "--method", "rtn",
                "--grid", "gguf-q4_0", "--export", "compressed-tensors", "--device", "cpu"});

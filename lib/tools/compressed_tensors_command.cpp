@@ -7,6 +7,7 @@
 #include "io/manifest.h"
 #include "quant/compressed_tensors/export.h"
 #include "quant/compressed_tensors/import.h"
+#include "quant/fp_grid.h"
 #include "quant/load_model.h"
 
 namespace rqat::tools {
@@ -20,6 +21,23 @@ void check_compressed_tensors_spec(const quant::QuantSpec& spec, bool act_order)
         "--export {}: compressed-tensors 0.20 has no act-order (g_idx); drop --act-order or add "
         "--static-groups",
         kCompressedTensorsExport);
+}
+
+void check_compressed_tensors_shapes(model::CausalLM& model, const quant::QuantSpec& spec) {
+  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) {
+    if (!spec.quantizes(slot.name)) continue;
+    const int64_t in = (*slot.layer)->in_features();
+    const int64_t group = spec.effective_group_size(in);
+    if (in % group != 0)
+      fail(
+          "--export {}: {}'s {} inputs are not whole groups of {} (compressed-tensors has no "
+          "partial groups; exclude the layer or pick another group size)",
+          kCompressedTensorsExport, slot.name, in, group);
+    const int64_t block = spec.activations ? quant::fp_block_size(*spec.activations) : 0;
+    if (block > 0 && in % block != 0)
+      fail("--export {}: {}'s {} inputs are not whole {} activation blocks of {}",
+           kCompressedTensorsExport, slot.name, in, enum_name(*spec.activations), block);
+  }
 }
 
 void export_compressed_tensors_dir(const model::CausalLM& model, const quant::QuantState& state,

@@ -19,6 +19,11 @@ inline constexpr const char* kCompressedTensorsExport = "compressed-tensors";
 // a GGUF grid, act-order.
 void check_compressed_tensors_spec(const quant::QuantSpec& spec, bool act_order = false);
 
+// The refusals the model's shapes decide, before a ptq or trainer run quantizes anything: a layer
+// `spec` quantizes whose inputs are not whole groups (compressed-tensors has no partial groups) or
+// whole activation blocks. Errors name the layer and the flag.
+void check_compressed_tensors_shapes(model::CausalLM& model, const quant::QuantSpec& spec);
+
 // Writes OUT/compressed-tensors of `state`'s layers (exact, checked per layer) and prints a line.
 void export_compressed_tensors_dir(const model::CausalLM& model, const quant::QuantState& state,
                                    const std::filesystem::path& tokenizer_dir,

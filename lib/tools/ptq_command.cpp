@@ -230,6 +230,7 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
 
   auto model = quant::load_model(artifact, model::LoadOptions{options.dtype, options.device});
   if (exports.gptq) check_gptq_exportable(*model, ptq.spec, *exports.gptq);
+  if (exports.compressed_tensors) check_compressed_tensors_shapes(*model, ptq.spec);
   if (exports.gguf) check_gguf_exportable(*model, {*exports.gguf, options.gguf_embedding_type});
   out << fmt::format(
       "ptq: {} {} of {}\n", enum_name(ptq.method),

@@ -318,7 +318,10 @@ QatCommandResult run_qat_command(const QatCommandOptions& options, std::ostream&
         "--export gguf: the student is on rqat's uniform grid, not a GGUF one (start from a ptq "
         "artifact made with --grid gguf-<type>, or pass --grid); rqat convert --to gguf "
         "re-quantizes any artifact");
-  if (exports_compressed_tensors(options)) check_compressed_tensors_spec(spec);
+  if (exports_compressed_tensors(options)) {
+    check_compressed_tensors_spec(spec);
+    check_compressed_tensors_shapes(*student, spec);
+  }
   if (spec.activations == quant::FpGrid::kNvfp4) {
     const int64_t micro = options.trainer.micro_batch_size > 0 ? options.trainer.micro_batch_size
                                                                : options.trainer.batch_size;
