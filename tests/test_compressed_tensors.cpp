@@ -47,12 +47,9 @@ quant::QuantState quantize(model::CausalLM& model, const quant::QuantSpec& spec)
   for (const auto& slot : model.linear_layers(true)) {
     if (!spec.quantizes(slot.name)) continue;
     const at::Tensor w = weights.at(slot.name + ".weight").to(at::kFloat);
-    const auto global = globals.find(slot.name);
     state.layers.emplace(
         slot.name,
-        quant::rtn_quantize(
-            w, spec, {},
-            global == globals.end() ? std::nullopt : std::optional<float>(global->second)));
+        quant::rtn_quantize(w, spec, {}, quant::shared_global_scale(globals, slot.name)));
   }
   return state;
 }

@@ -85,10 +85,8 @@ int main(int argc, char** argv) {
     for (auto& [name, tensor] : dense) {
       const std::string module = name.substr(0, name.rfind('.'));
       if (!name.ends_with(".weight") || tensor.dim() != 2 || !spec.quantizes(module)) continue;
-      const auto global = globals.find(module);
-      quant::QuantizedWeight w = quant::rtn_quantize(
-          tensor, spec, {},
-          global == globals.end() ? std::nullopt : std::optional<float>(global->second));
+      quant::QuantizedWeight w =
+          quant::rtn_quantize(tensor, spec, {}, quant::shared_global_scale(globals, module));
       if (const auto input = input_scales.find(module); input != input_scales.end())
         w.input_global_scale = input->second;
       if (dtype != at::kFloat) w.scales = w.scales.to(dtype).to(at::kFloat);

@@ -9,6 +9,7 @@
 
 #include "io/error.h"
 #include "quant/capturing_linear.h"
+#include "quant/quantized_weight.h"
 #include "quant/straight_through.h"
 
 namespace rqat::quant {
@@ -16,8 +17,6 @@ namespace rqat::quant {
 namespace {
 
 thread_local int activation_quant_off_depth = 0;
-
-float largest_value(FpGrid grid) { return grid == FpGrid::kFp8 ? kE4m3Max : kE2m1Max; }
 
 }  // namespace
 
@@ -45,7 +44,7 @@ at::Tensor fake_quantize_activations(const at::Tensor& x, FpGrid grid,
   // As the weights' fake quantizer: a scale of 0 (an nvfp4 block too small for E4M3) holds only
   // 0 and passes no gradient.
   const at::Tensor in_range =
-      at::logical_and(positive, ratio.abs() <= largest_value(grid)).reshape(x.sizes());
+      at::logical_and(positive, ratio.abs() <= fp_largest_value(grid)).reshape(x.sizes());
   return straight_through(x, quantized, in_range);
 }
 
@@ -60,13 +59,9 @@ InputQuantizer::InputQuantizer(FpGrid grid, std::string layer, int64_t in_featur
 }
 
 void InputQuantizer::set_input_global_scale(const at::Tensor& scale) {
-  if (grid_ != FpGrid::kNvfp4) return;  // only nvfp4's scales have a global part
-  if (!scale.defined() || scale.numel() != 1)
-    fail("{}: the input global scale must be one value", layer_);
-  const float value = scale.to(at::kCPU, at::kFloat).item<float>();  // once, not per forward
-  if (!std::isfinite(value) || value <= 0)
-    fail("{}: the input global scale is {} (expected a positive finite number)", layer_, value);
-  global_ = scale.detach().to(at::kFloat).reshape({1}).clone();
+  if (grid_ != FpGrid::kNvfp4) return;         // only nvfp4's scales have a global part
+  validate_input_global_scale(scale, layer_);  // once, not per forward
+  global_ = scale.detach().reshape({1}).clone();
 }
 
 at::Tensor InputQuantizer::operator()(const at::Tensor& x) const {
@@ -167,17 +162,6 @@ std::vector<std::string> uncalibrated_input_layers(model::CausalLM& model) {
     if (quantizer && quantizer->needs_calibration()) names.push_back(slot.name);
   }
   return names;
-}
-
-std::map<std::string, at::Tensor> input_global_scales(model::CausalLM& model) {
-  std::map<std::string, at::Tensor> scales;
-  for (const auto& slot : model.linear_layers(/*include_lm_head=*/true)) {
-    auto* layer = dynamic_cast<QuantizesInput*>(slot.layer->get());
-    const InputQuantizer* quantizer = layer ? layer->input_quantizer() : nullptr;
-    if (quantizer && quantizer->input_global_scale().defined())
-      scales.emplace(slot.name, quantizer->input_global_scale().cpu().clone());
-  }
-  return scales;
 }
 
 }  // namespace rqat::quant

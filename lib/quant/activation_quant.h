@@ -113,7 +113,4 @@ at::Tensor input_global_scale_from_amax(const at::Tensor& amax, const std::strin
 // The layers whose input quantizer still needs calibrating (InputQuantizer::needs_calibration).
 std::vector<std::string> uncalibrated_input_layers(model::CausalLM& model);
 
-// The layers' input global scales (nvfp4 activations), name -> float32 {1} on the CPU.
-std::map<std::string, at::Tensor> input_global_scales(model::CausalLM& model);
-
 }  // namespace rqat::quant

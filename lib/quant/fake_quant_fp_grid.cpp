@@ -13,8 +13,6 @@ namespace rqat::quant {
 
 namespace {
 
-float largest_value(FpGrid grid) { return grid == FpGrid::kFp8 ? kE4m3Max : kE2m1Max; }
-
 // Scale magnitudes rounded as the format stores them.
 at::Tensor stored_scale(const at::Tensor& s, FpGrid grid) {
   switch (grid) {
@@ -37,7 +35,7 @@ FpCodes fp_values(const at::Tensor& w, const at::Tensor& s, FpGrid grid) {
   const auto positive = s > 0;
   const auto ratio = w / at::where(positive, s, at::ones_like(s));
   return {at::where(positive, fp_round(ratio, grid), at::zeros_like(ratio)),
-          at::logical_and(positive, ratio.abs() <= largest_value(grid))};
+          at::logical_and(positive, ratio.abs() <= fp_largest_value(grid))};
 }
 
 }  // namespace

@@ -85,6 +85,8 @@ struct FpQuantized {
 inline float fp_round(float x, FpGrid grid) {
   return grid == FpGrid::kFp8 ? round_to_e4m3(x) : round_to_e2m1(x);
 }
+// The grid's largest element magnitude (6 for E2M1, 448 for E4M3): where rounding saturates.
+inline float fp_largest_value(FpGrid grid) { return grid == FpGrid::kFp8 ? kE4m3Max : kE2m1Max; }
 inline uint8_t fp_code(float value, FpGrid grid) {
   return grid == FpGrid::kFp8 ? e4m3_code(value) : e2m1_code(value);
 }

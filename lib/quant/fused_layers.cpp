@@ -46,6 +46,12 @@ std::map<std::string, float> shared_nvfp4_global_scales(model::CausalLM& model,
   return scales;
 }
 
+std::optional<float> shared_global_scale(const std::map<std::string, float>& scales,
+                                         const std::string& layer) {
+  const auto it = scales.find(layer);
+  return it == scales.end() ? std::nullopt : std::optional<float>(it->second);
+}
+
 void check_fused_scales_shared(const std::map<std::string, float>& scales, std::string_view where) {
   std::map<std::string, std::pair<std::string, float>> first_of_group;
   for (const auto& [name, scale] : scales) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,11 @@ std::string fused_layer_group(const std::string& layer);
 // quantized layers. Empty on other grids.
 std::map<std::string, float> shared_nvfp4_global_scales(model::CausalLM& model,
                                                         const QuantSpec& spec);
+
+// `layer`'s scale in shared_nvfp4_global_scales' result, nullopt where it has none (the argument
+// rtn_quantize and gptq_quantize take).
+std::optional<float> shared_global_scale(const std::map<std::string, float>& scales,
+                                         const std::string& layer);
 
 // Fails, naming two layers of one fused group and `where`, when their scales (layer -> scale)
 // differ.

@@ -122,12 +122,13 @@ class Quantizer {
     if (options_.method == PtqMethod::kGptq) {
       GptqReport gptq;
       q = gptq_quantize(w, hessian.clone(), options_.spec, options_.gptq, &gptq, importance,
-                        nvfp4_global(slot.name));
+                        shared_global_scale(nvfp4_globals_, slot.name));
       report.damp_used = gptq.damp_used;
       report.damp_increases = gptq.damp_increases;
       report.dead_columns = gptq.dead_columns;
     } else {
-      q = rtn_quantize(w, options_.spec, importance, nvfp4_global(slot.name));
+      q = rtn_quantize(w, options_.spec, importance,
+                       shared_global_scale(nvfp4_globals_, slot.name));
     }
     const auto dequantized = finalize(q).to(w.device());
     if (hessian.defined()) {
@@ -151,11 +152,6 @@ class Quantizer {
  private:
   std::map<std::string, at::Tensor> output_scales_;
   const PtqOptions& options_;
-  std::optional<float> nvfp4_global(const std::string& layer) const {
-    const auto it = nvfp4_globals_.find(layer);
-    return it == nvfp4_globals_.end() ? std::nullopt : std::optional<float>(it->second);
-  }
-
   std::ostream& log_;
   PtqResult& result_;
   std::map<std::string, float> nvfp4_globals_;
@@ -366,14 +362,15 @@ PtqResult quantize_model(model::CausalLM& model, const at::Tensor& calibration_i
   for (auto& slot : slots) {
     if (slot.name != "lm_head" || !options.spec.quantizes(slot.name)) continue;
     HessianAccumulator acc(slot.layer->get()->in_features(), device);
+    const bool calibrates_input = options.spec.activations == FpGrid::kNvfp4;
     at::Tensor input_amax;
     for (const auto& h : data.hidden) {
       const at::Tensor normed = model.model->norm->forward(h);
       acc.add(normed);
-      observe_input_amax(input_amax, normed);
+      if (calibrates_input) observe_input_amax(input_amax, normed);
     }
     quantizer.quantize_layer(slot, acc.hessian(), acc.samples());
-    if (options.spec.activations == FpGrid::kNvfp4)
+    if (calibrates_input)
       result.layers.at(slot.name).input_global_scale =
           input_global_scale_from_amax(input_amax, slot.name);
   }

@@ -58,9 +58,7 @@ std::map<std::string, at::Tensor> read_input_global_scales(const std::filesystem
     if (!entry.name.ends_with(kSuffix)) continue;
     const std::string name = entry.name.substr(0, entry.name.size() - kSuffix.size());
     const at::Tensor t = file->tensor(entry.name).clone();
-    if (t.numel() != 1 || t.scalar_type() != at::kFloat || !(t.item<float>() > 0) ||
-        !std::isfinite(t.item<float>()))
-      fail("{}: {} must be one positive finite float32 value", path.string(), entry.name);
+    validate_input_global_scale(t, path.string() + ": " + entry.name);
     scales.emplace(name, t);
   }
   return scales;

@@ -37,11 +37,7 @@ void QuantizedWeight::validate(const std::string& name) const {
   }
   if (group_size != -1 && group_size < 1)
     fail("{}: group_size = {} (must be -1 or positive)", name, group_size);
-  if (input_global_scale.defined() &&
-      (input_global_scale.numel() != 1 || input_global_scale.scalar_type() != at::kFloat ||
-       !(input_global_scale.cpu().item<float>() > 0) ||
-       !std::isfinite(input_global_scale.cpu().item<float>())))
-    fail("{}: the input global scale must be one positive finite float32 value", name);
+  if (input_global_scale.defined()) validate_input_global_scale(input_global_scale, name);
   if (!codes.defined() || codes.dim() != 2 || codes.scalar_type() != at::kByte)
     fail("{}: codes must be a 2-D uint8 tensor (out, in)", name);
   const int64_t out = codes.size(0), in = codes.size(1);
@@ -76,6 +72,13 @@ void QuantizedWeight::validate(const std::string& name) const {
         zeros.max().item<double>() > static_cast<double>(max_code))
       fail("{}: zeros must be integers in [0, {}]", name, max_code);
   }
+}
+
+void validate_input_global_scale(const at::Tensor& scale, const std::string& where) {
+  const bool one_float = scale.defined() && scale.numel() == 1 && scale.scalar_type() == at::kFloat;
+  const float value = one_float ? scale.cpu().item<float>() : 0.0f;
+  if (!one_float || !std::isfinite(value) || !(value > 0))
+    fail("{}: the input global scale must be one positive finite float32 value", where);
 }
 
 }  // namespace rqat::quant

@@ -50,4 +50,7 @@ struct QuantizedWeight {
   void validate(const std::string& name) const;
 };
 
+// NVFP4 activations' input global scale: one positive finite float32 value; fails naming `where`.
+void validate_input_global_scale(const at::Tensor& scale, const std::string& where);
+
 }  // namespace rqat::quant

@@ -63,10 +63,8 @@ std::vector<std::string> attach_fake_quant_rtn(model::CausalLM& model, const qua
     // Scales rounded to float16 as ptq does: GPTQ checkpoints store float16 scales, so frozen
     // scales export exactly. The master weight stays the full-precision one.
     const at::Tensor weight = layer.effective_weight().detach();
-    const auto global = nvfp4_globals.find(slot.name);
-    quant::QuantizedWeight q = quant::rtn_quantize(
-        weight, spec, {},
-        global == nvfp4_globals.end() ? std::nullopt : std::optional<float>(global->second));
+    quant::QuantizedWeight q =
+        quant::rtn_quantize(weight, spec, {}, quant::shared_global_scale(nvfp4_globals, slot.name));
     if (!q.on_format_grid())
       q.scales = q.scales.to(at::kHalf).to(at::kFloat);  // a grid's are stored
     auto fq = std::make_shared<quant::FakeQuantLinear>(weight, q, layer.bias(),

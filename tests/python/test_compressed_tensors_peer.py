@@ -37,9 +37,9 @@ import pytest
 RQAT_BIN = os.environ.get("RQAT_BIN", "")
 if not RQAT_BIN or not os.access(RQAT_BIN, os.X_OK):
     pytest.skip(f"RQAT_BIN unset or not an executable ({RQAT_BIN!r})", allow_module_level=True)
-FIXTURE = pathlib.Path(RQAT_BIN).resolve().parent.parent / "tests" / "write_compressed_tensors_fixture"
-if not os.access(FIXTURE, os.X_OK):
-    pytest.skip(f"{FIXTURE} is not built (cmake --build build --target rqat_tests)", allow_module_level=True)
+from ct_fixture import fixture_program  # noqa: E402
+
+FIXTURE = fixture_program(RQAT_BIN)
 pytest.importorskip("compressed_tensors", reason="compressed-tensors (pip) is the peer of the export")
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
