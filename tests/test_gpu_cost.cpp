@@ -242,19 +242,23 @@ void check_training_counts(const std::string& what, const test::TempDir& dir,
 }  // namespace
 
 TEST_CASE("a qat-kd step reads the host a fixed few times, whatever the depth", "[gpu-cost]") {
-  // Measured 2026-12-05: 4 host reads (three item() and a nonzero), 1 move, 106 / 304 launches per
-  // layer (auto / reference), 3,049 at 28 layers since RMSNorm is one call each way
-  // (ops/rms_norm.h) and the fake quantizer makes no tensor of ones per forward; 189 / 311 and
-  // 5,392 before; 203 / 325 and 5,780 before the rotary roll; 335 / 457 and 9,446 with
+  // Measured 2026-12-06: 103 / 304 launches per layer and 2,959 at 28 layers with the CPU's fused
+  // SwiGLU and distillation loss (ops/swiglu.h, ops/forward_kl.h; CPU only: a GPU runs their twins,
+  // so its count stays at 2026-12-05's). 2026-12-05: 4 host reads (three item() and a nonzero), 1
+  // move, 106 / 304 launches per layer (auto / reference), 3,049 at 28 layers since RMSNorm is one
+  // call each way (ops/rms_norm.h) and the fake quantizer makes no tensor of ones per forward; 189
+  // / 311 and 5,392 before; 203 / 325 and 5,780 before the rotary roll; 335 / 457 and 9,446 with
   // torch::optim::AdamW and the per-tensor clipping (the same counter).
   check_training_counts("qat-kd step", test::TempDir("gpu_cost_qat"), qat_step_counts, 5, 2, 310,
                         3'150);
 }
 
 TEST_CASE("a grpo update reads the host a fixed few times, whatever the depth", "[gpu-cost]") {
-  // Measured 2026-12-05: 3 host reads, 7 moves, 81 / 280 launches per layer, 2,416 at 28 layers
-  // with the one-call RMSNorm (164 / 287 and 4,759 before; 176 / 299 and 5,093 before the rotary
-  // roll; 286 / 409 and 8,187 with torch::optim::AdamW and the per-tensor clipping).
+  // Measured 2026-12-06: 78 / 280 launches per layer, 2,332 at 28 layers with the CPU's fused
+  // SwiGLU (ops/swiglu.h; a GPU runs its twin). 2026-12-05: 3 host reads, 7 moves, 81 / 280
+  // launches per layer, 2,416 at 28 layers with the one-call RMSNorm (164 / 287 and 4,759 before;
+  // 176 / 299 and 5,093 before the rotary roll; 286 / 409 and 8,187 with torch::optim::AdamW and
+  // the per-tensor clipping).
   check_training_counts("grpo update", test::TempDir("gpu_cost_grpo"), grpo_update_counts, 4, 8,
                         285, 2'500);
 }

@@ -22,10 +22,12 @@
 #include "model/init.h"
 #include "ops/attention.h"
 #include "ops/fake_quant.h"
+#include "ops/forward_kl.h"
 #include "ops/kernel_choice.h"
 #include "ops/low_bit_matmul.h"
 #include "ops/paged_attention.h"
 #include "ops/rms_norm.h"
+#include "ops/swiglu.h"
 #include "ops/token_sampling.h"
 #include "quant/fake_quant_linear.h"
 #include "test_util.h"
@@ -149,6 +151,28 @@ at::Tensor rms_norm_call(const c10::Device& d) {
   return flat({y.detach(), grads[0], grads[1]});
 }
 
+// The distillation loss's divergence per token and the student's gradient.
+at::Tensor forward_kl_call(const c10::Device& d) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  at::AutoGradMode enable(true);
+  auto student = (2 * at::randn({5, 37}, gen)).to(d).requires_grad_();
+  auto teacher = (2 * at::randn({5, 37}, gen)).to(d);
+  auto kl = ops::forward_kl(student, teacher, 1.5);
+  const auto grads = torch::autograd::grad({kl}, {student}, {at::rand({5}, gen).to(d)});
+  return flat({kl.detach(), grads[0]});
+}
+
+// The MLP activation in training: output and both gradients.
+at::Tensor swiglu_call(const c10::Device& d) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
+  at::AutoGradMode enable(true);
+  auto gate = (2 * at::randn({3, 5, 33}, gen)).to(d).requires_grad_();
+  auto up = at::randn({3, 5, 33}, gen).to(d).requires_grad_();
+  auto h = ops::swiglu(gate, up);
+  const auto grads = torch::autograd::grad({h}, {gate, up}, {at::randn({3, 5, 33}, gen).to(d)});
+  return flat({h.detach(), grads[0], grads[1]});
+}
+
 std::function<at::Tensor(const c10::Device&)> call_of(Kernel kernel) {
   switch (kernel) {
     case Kernel::kFakeQuant:
@@ -165,6 +189,10 @@ std::function<at::Tensor(const c10::Device&)> call_of(Kernel kernel) {
       return graphs_call;
     case Kernel::kRmsNorm:
       return rms_norm_call;
+    case Kernel::kForwardKl:
+      return forward_kl_call;
+    case Kernel::kSwiglu:
+      return swiglu_call;
     case Kernel::kCount:
       break;
   }

@@ -150,7 +150,7 @@ TEST_CASE("the CPU kernel computes the reference's x W^T on every CPU target", "
         const at::Tensor kernel = ops::low_bit_matmul_cpu_kernel(x, w);
         CHECK(((kernel - want).abs() / magnitude).max().item<double>() < 1e-5);
         // The many-row path at every row count, and the dispatcher (the kernel up to
-        // kLowBitGemmRows rows, the GEMM path beyond).
+        // low_bit_gemm_rows() rows, the GEMM path beyond).
         const at::Tensor gemm = ops::low_bit_matmul_cpu_gemm(x, w);
         CHECK(((gemm - want).abs() / magnitude).max().item<double>() < 1e-5);
         const at::Tensor dispatched = ops::low_bit_matmul(x, w);
@@ -169,6 +169,31 @@ TEST_CASE("the CPU kernel computes the reference's x W^T on every CPU target", "
         const at::Tensor picked = dense.index_select(1, columns).t().contiguous();
         CHECK(at::equal(ops::low_bit_matmul_cpu_kernel(one_hot, w), picked));
         CHECK(at::equal(ops::low_bit_matmul_cpu_gemm(one_hot, w), picked));
+      }
+    }
+  }
+}
+
+TEST_CASE("the float kernel reads exact float16 scales and zeros with the same results",
+          "[low_bit]") {
+  // Scales float16 holds exactly (as a GPTQ checkpoint's): the kernel reads the float16 copies
+  // (ops/low_bit_weight.h); a copy of the weight without them reads the float32 ones.
+  for (size_t i = 0; i < cases().size(); ++i) {
+    const Case& c = cases()[i];
+    Quantized q = random_quantized(c, 900 + i);
+    q.scales = q.scales.to(at::kHalf).to(at::kFloat);
+    const ops::LowBitWeight w = pack(c, q);
+    REQUIRE(ops::exact_half_scales(w) != nullptr);
+    ops::LowBitWeight float_only = w;
+    float_only.half_scales = nullptr;
+    REQUIRE(ops::exact_half_scales(float_only) == nullptr);
+    for (int64_t rows : {1, 5, 9}) {
+      const at::Tensor x = at::randn({rows, c.in}, generator(950 + i * 10 + rows), at::kFloat);
+      for (const auto target : supported_targets()) {
+        INFO(describe(c) << ", " << rows << " rows, target " << enum_name(target));
+        ForcedTarget forced(target);
+        CHECK(at::equal(ops::low_bit_matmul_cpu_kernel(x, w),
+                        ops::low_bit_matmul_cpu_kernel(x, float_only)));
       }
     }
   }

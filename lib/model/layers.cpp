@@ -9,6 +9,7 @@
 #include "ops/attention.h"
 #include "ops/paged_attention.h"
 #include "ops/rms_norm.h"
+#include "ops/swiglu.h"
 
 namespace rqat::model {
 
@@ -113,7 +114,7 @@ Mlp::Mlp(const ModelConfig& c, const at::TensorOptions& options) {
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x) {
-  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));
+  return down_proj->forward(ops::swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
 void Mlp::collect_linears(const std::string& prefix, std::vector<LinearSlot>& out) {

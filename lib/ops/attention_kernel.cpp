@@ -9,6 +9,7 @@
 // function is compiled three times (AVX-512, AVX2+FMA and the baseline) and the loader picks the
 // one the CPU runs, so the library itself keeps the baseline target.
 #include "ops/attention_kernel.h"
+#include "ops/vector_exp.h"
 #include "ops/vector_lanes.h"
 
 #include <ATen/Parallel.h>
@@ -44,29 +45,8 @@ RQAT_INLINE float lane_max(Floats v) {
   return m;
 }
 
-// exp(x) for x <= 0 (scores minus their maximum or their log-sum-exp), within 2 ulp: x = n ln2 + r
-// with |r| <= ln2/2, a degree-6 polynomial for exp(r) (the Cephes expf coefficients) and 2^n built
-// in the exponent bits. Below -87.3 the result is clamped to exp(-87.3) ~ 1e-38, which callers that
-// need an exact zero (masked keys) select away.
-RQAT_INLINE Floats exp_nonpositive(Floats x) {
-  x = x < splat(-87.3f) ? splat(-87.3f) : x;
-  // Adding 1.5 * 2^23 rounds x / ln2 to the nearest integer in the low mantissa bits.
-  constexpr float kRoundShift = 12582912.0f;
-  const Floats n = (x * 1.44269504088896341f + kRoundShift) - kRoundShift;
-  Floats r = x - n * 0.693359375f;  // ln2 split in two so that n * ln2 is exact enough
-  r = r - n * -2.12194440e-4f;
-  Floats poly = splat(1.9875691500e-4f);
-  poly = poly * r + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  const Floats y = poly * r * r + r + 1.0f;
-  const Ints exponent = (__builtin_convertvector(n, Ints) + 127) << 23;
-  Floats scale;
-  std::memcpy(&scale, &exponent, sizeof scale);
-  return y * scale;
-}
+// exp(x) for x <= 0, within 2 ulp (ops/vector_exp.h).
+RQAT_INLINE Floats exp_nonpositive(Floats x) { return ops::exp_nonpositive<Floats, Ints>(x); }
 
 constexpr int64_t round_up_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 

@@ -19,9 +19,11 @@
 
 #include "io/error.h"
 #include "ops/cpu_target.h"
+#include "ops/forward_kl.h"
 #include "ops/kernel_self_checks.h"
 #include "ops/low_bit_matmul.h"
 #include "ops/rms_norm.h"
+#include "ops/swiglu.h"
 
 #ifdef RQAT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -175,6 +177,10 @@ bool custom_kernel_exists(Kernel kernel, const c10::Device& device) {
       return device.is_cpu();
     case Kernel::kRmsNorm:
       return fused_rms_norm_exists(device);
+    case Kernel::kForwardKl:
+      return fused_forward_kl_exists(device);
+    case Kernel::kSwiglu:
+      return fused_swiglu_exists(device);
     case Kernel::kPagedDecodeAttention:
     case Kernel::kCudaGraphs:
 #ifdef RQAT_WITH_CUDA
@@ -239,6 +245,10 @@ std::optional<KernelCheck> run_kernel_self_check(Kernel kernel, const c10::Devic
       return check_token_sampling(device);
     case Kernel::kRmsNorm:
       return check_rms_norm(device);
+    case Kernel::kForwardKl:
+      return check_forward_kl(device);
+    case Kernel::kSwiglu:
+      return check_swiglu(device);
     case Kernel::kCudaGraphs:
     case Kernel::kCount:
       break;

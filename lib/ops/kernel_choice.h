@@ -46,12 +46,14 @@ enum class Kernel {
   kTokenSampling,         // token choice on the logits' device (CPU kernel; twin: a sort per row)
   kCudaGraphs,            // the decode step replayed from a CUDA graph (twin: the eager step)
   kRmsNorm,               // RMSNorm forward/backward (CPU loops, CUDA: PyTorch's fused kernels)
+  kForwardKl,             // the distillation loss's KL per token, forward/backward (CPU loops)
+  kSwiglu,                // the MLP's silu(gate) * up in training, forward/backward (CPU loops)
   kCount
 };
 constexpr EnumNames<Kernel> enum_names(Kernel) {
   return {"fake_quant",     "fused_attention", "paged_decode_attention",
           "low_bit_matmul", "token_sampling",  "cuda_graphs",
-          "rms_norm"};
+          "rms_norm",       "forward_kl",      "swiglu"};
 }
 
 // What a self-check found. The error of a case is max |custom - twin| / scale over its elements

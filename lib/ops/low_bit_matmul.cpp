@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "io/error.h"
+#include "ops/cpu_target.h"
 #include "ops/kernel_choice.h"
 #include "ops/kernel_mark.h"
 #include "ops/low_bit_gemv_call.h"
@@ -105,6 +106,10 @@ WeightOperands weight_operands(const LowBitWeight& w) {
   op.args.words_per_row = w.words_per_row();
   op.args.x_stride = w.groups() * w.blocks_per_group() * 32;
   op.args.bits = w.bits;
+  if (const LowBitHalfScales* half = exact_half_scales(w)) {  // lives as long as the weight
+    op.args.scales16 = reinterpret_cast<const uint16_t*>(half->scales.data_ptr<at::Half>());
+    op.args.zeros16 = reinterpret_cast<const uint16_t*>(half->zeros.data_ptr<at::Half>());
+  }
   return op;
 }
 
@@ -154,6 +159,10 @@ at::Tensor low_bit_matmul_cpu_gemm(const at::Tensor& x, const LowBitWeight& w) {
 namespace {
 std::atomic<LowBitActivations> process_activations{LowBitActivations::kFloat};
 }  // namespace
+
+int64_t low_bit_gemm_rows() {
+  return cpu_target() == CpuTarget::kAvx2 ? kLowBitGemmRowsAvx2 : kLowBitGemmRows;
+}
 
 LowBitActivations low_bit_activations() { return process_activations.load(); }
 void set_low_bit_activations(LowBitActivations activations) { process_activations = activations; }
@@ -216,8 +225,8 @@ at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
     if (w.bits <= 4 && low_bit_activations() == LowBitActivations::kInt8 &&
         rows <= kLowBitKernelRows)
       return low_bit_matmul_cpu_int8_kernel(x, w);
-    return rows <= kLowBitGemmRows ? low_bit_matmul_cpu_kernel(x, w)
-                                   : low_bit_matmul_cpu_gemm(x, w);
+    return rows <= low_bit_gemm_rows() ? low_bit_matmul_cpu_kernel(x, w)
+                                       : low_bit_matmul_cpu_gemm(x, w);
   }
 #ifdef RQAT_WITH_CUDA
   if (x.is_cuda() && rows <= cuda::kLowBitGemvMaxRows &&

@@ -3,7 +3,7 @@
 // CPU kernels compute. The bias, if any, is the caller's.
 //
 // low_bit_matmul dispatches on the device and the number of rows of x:
-//   CPU, rows <= kLowBitGemmRows     the packed kernel (ops/low_bit_matmul_kernel.h, reading each
+//   CPU, rows <= low_bit_gemm_rows() the packed kernel (ops/low_bit_matmul_kernel.h, reading each
 //                                    weight once per tile of rows of x);
 //   CPU, more rows                   low_bit_matmul_cpu_gemm: tiles of weight rows dequantized by
 //                                    the kernel's decode into a cache-sized buffer, each then one
@@ -30,9 +30,12 @@ namespace rqat::ops {
 
 inline constexpr int64_t kLowBitKernelRows = 64;
 // Above this many rows the CPU's float path is a GEMM over dequantized tiles: where the tiles
-// overtake the kernel on a 4096-square W4/W2 layer with AVX-512 (64 rows; docs/performance.md,
-// "Packed low-bit models on every CPU").
+// overtake the kernel on a 4096-square W4/W2 layer (docs/performance.md, "Packed low-bit models on
+// every CPU"): 64 rows with AVX-512, 32 with AVX2, whose kernel has half the lanes.
 inline constexpr int64_t kLowBitGemmRows = 64;
+inline constexpr int64_t kLowBitGemmRowsAvx2 = 32;
+// The threshold of the CPU target the kernels run now (ops/cpu_target.h).
+int64_t low_bit_gemm_rows();
 // A tile of dequantized weights: at most this many floats (256 KiB: stays in L2 while the GEMM
 // reads it).
 inline constexpr int64_t kLowBitGemmTileFloats = 64 * 1024;

@@ -7,6 +7,7 @@
 // "Eighth" e of a block is its codes 8e .. 8e + 7, one 8-lane vector.
 #include "ops/low_bit_matmul_avx2_kernel.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "io/error.h"
@@ -14,8 +15,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define RQAT_AVX2_KERNEL 1
-#define RQAT_AVX2_FN __attribute__((target("avx2,fma")))
-#define RQAT_AVX2_INLINE inline __attribute__((always_inline, target("avx2,fma")))
+#define RQAT_AVX2_FN __attribute__((target("avx2,fma,f16c")))
+#define RQAT_AVX2_INLINE inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #endif
 
 namespace rqat::ops {
@@ -63,58 +64,86 @@ RQAT_AVX2_INLINE float lane_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
 }
 
-// Independent accumulators per row of x: enough chains of fused multiply-adds in flight at few
-// rows, within the 16 registers at many (sets x rows <= 8).
-template <int Rows>
-constexpr int kSets = Rows == 1 ? 4 : (Rows <= 4 ? 2 : 1);
+// The 8 sums of v[0] .. v[7], lane j holding v[j]'s: three rounds of pairwise additions.
+RQAT_AVX2_INLINE __m256 eight_lane_sums(const __m256 (&v)[8]) {
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
 
-// Output rows [begin, end) for rows [b0, b0 + Rows) of x. 2-4 bits: the weights are final, the
-// lanes accumulate across the row's groups and are summed at its end; 8 bits: the codes themselves
-// are multiplied, and scale and zero applied to each group's sums.
+// Groups g0 .. g0 + n - 1 (n <= 8) of a row's scales or zeros in lanes 0 .. n - 1, 0 beyond: from
+// their exact float16 copies where the weight has them (half the bytes), else from float32.
+RQAT_AVX2_INLINE __m256 eight_group_values(const float* f32, const uint16_t* f16, int64_t g0,
+                                           int n) {
+  if (n == 8)
+    return f16 != nullptr
+               ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f16 + g0)))
+               : _mm256_loadu_ps(f32 + g0);
+  alignas(32) float values[8] = {};
+  for (int j = 0; j < n; ++j) values[j] = f16 != nullptr ? _cvtsh_ss(f16[g0 + j]) : f32[g0 + j];
+  return _mm256_load_ps(values);
+}
+
+// Independent accumulators per row of x: two chains of fused multiply-adds per row at few rows
+// (a group's chain starts afresh, so consecutive groups overlap as well), within the 16 registers
+// at many (sets x rows <= 8).
+template <int Rows>
+constexpr int kSets = Rows <= 4 ? 2 : 1;
+
+// Output rows [begin, end) for rows [b0, b0 + Rows) of x. The codes themselves are multiplied
+// with x, as floats (small integers: exact), and each group's scale and zero are applied to its
+// sum, scale * (sum_j x_j code_j - zero * sum_j x_j): two operations fewer per 8 weights than
+// making every weight, and for a one-hot x still exactly the reference's (code - zero) * scale.
+// A group's 8 lanes go to memory; every 8 groups their sums are made together (one horizontal
+// reduction for 8 groups, not one per group) and scaled as one vector.
 template <int Bits, int Rows>
 RQAT_AVX2_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end, int64_t b0) {
   constexpr int kS = kSets<Rows>;
   const int64_t group_width = a.blocks_per_group * 32;
+  __m256 group_lanes[Rows][8];
   for (int64_t o = begin; o < end; ++o) {
     const uint32_t* row_codes = a.codes + o * a.words_per_row;
-    float total[Rows] = {};
-    __m256 acc[Rows][kS];
-    for (int r = 0; r < Rows; ++r)
-      for (int s = 0; s < kS; ++s) acc[r][s] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < a.groups; ++g) {
-      const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
-      const __m256 vscale = _mm256_set1_ps(scale), vzero = _mm256_set1_ps(zero);
-      const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
-      const float* xg = a.x + b0 * a.x_stride + g * group_width;
-      for (int64_t k = 0; k < a.blocks_per_group; ++k) {
-        for (int e = 0; e < 4; ++e) {
-          const __m256 codes = _mm256_cvtepi32_ps(eighth_codes<Bits>(block + k * Bits, e));
-          // (code - zero) * scale: two roundings, as the dequantized weight is made.
-          const __m256 weights =
-              Bits == 8 ? codes : _mm256_mul_ps(_mm256_sub_ps(codes, vzero), vscale);
-          const float* xk = xg + k * 32 + 8 * e;
-          for (int r = 0; r < Rows; ++r)
-            acc[r][e % kS] =
-                _mm256_fmadd_ps(weights, _mm256_loadu_ps(xk + r * a.x_stride), acc[r][e % kS]);
-        }
-      }
-      if constexpr (Bits == 8) {
-        for (int r = 0; r < Rows; ++r) {
-          __m256 sum = acc[r][0];
-          for (int s = 1; s < kS; ++s) sum = _mm256_add_ps(sum, acc[r][s]);
-          total[r] += scale * (lane_sum(sum) - zero * a.xsum[(b0 + r) * a.groups + g]);
+    const float* row_scales = a.scales + o * a.groups;
+    const float* row_zeros = a.zeros + o * a.groups;
+    const uint16_t* row_scales16 = a.scales16 != nullptr ? a.scales16 + o * a.groups : nullptr;
+    const uint16_t* row_zeros16 = a.zeros16 != nullptr ? a.zeros16 + o * a.groups : nullptr;
+    __m256 total[Rows];
+    for (int r = 0; r < Rows; ++r) total[r] = _mm256_setzero_ps();
+    for (int64_t g0 = 0; g0 < a.groups; g0 += 8) {
+      const int n = static_cast<int>(std::min<int64_t>(8, a.groups - g0));
+      for (int j = 0; j < n; ++j) {
+        __m256 acc[Rows][kS];
+        for (int r = 0; r < Rows; ++r)
           for (int s = 0; s < kS; ++s) acc[r][s] = _mm256_setzero_ps();
+        const uint32_t* block = row_codes + (g0 + j) * a.blocks_per_group * Bits;
+        const float* xg = a.x + b0 * a.x_stride + (g0 + j) * group_width;
+        for (int64_t k = 0; k < a.blocks_per_group; ++k) {
+          for (int e = 0; e < 4; ++e) {
+            const __m256 codes = _mm256_cvtepi32_ps(eighth_codes<Bits>(block + k * Bits, e));
+            const float* xk = xg + k * 32 + 8 * e;
+            for (int r = 0; r < Rows; ++r)
+              acc[r][e % kS] =
+                  _mm256_fmadd_ps(codes, _mm256_loadu_ps(xk + r * a.x_stride), acc[r][e % kS]);
+          }
         }
+        for (int r = 0; r < Rows; ++r)
+          group_lanes[r][j] = kS == 1 ? acc[r][0] : _mm256_add_ps(acc[r][0], acc[r][kS - 1]);
       }
-    }
-    if constexpr (Bits != 8) {
+      // Fewer than 8 groups left: the missing ones add 0 (zero lanes, and zero scales below).
+      for (int j = n; j < 8; ++j)
+        for (int r = 0; r < Rows; ++r) group_lanes[r][j] = _mm256_setzero_ps();
+      const __m256 vscale = eight_group_values(row_scales, row_scales16, g0, n);
+      const __m256 vzero = eight_group_values(row_zeros, row_zeros16, g0, n);
       for (int r = 0; r < Rows; ++r) {
-        __m256 sum = acc[r][0];
-        for (int s = 1; s < kS; ++s) sum = _mm256_add_ps(sum, acc[r][s]);
-        total[r] = lane_sum(sum);
+        const __m256 vxsum = eight_group_values(a.xsum + (b0 + r) * a.groups, nullptr, g0, n);
+        const __m256 sums = eight_lane_sums(group_lanes[r]);
+        // scale * (sum - zero * xsum): for a one-hot x the sum and zero * xsum are exact, so the
+        // one rounding is that of (code - zero) * scale, the reference's weight.
+        total[r] = _mm256_add_ps(
+            total[r], _mm256_mul_ps(vscale, _mm256_sub_ps(sums, _mm256_mul_ps(vzero, vxsum))));
       }
     }
-    for (int r = 0; r < Rows; ++r) a.y[(b0 + r) * a.out + o] = total[r];
+    for (int r = 0; r < Rows; ++r) a.y[(b0 + r) * a.out + o] = lane_sum(total[r]);
   }
 }
 

@@ -2,11 +2,12 @@
 // ops/low_bit_matmul_kernel.h (whose dispatcher runs this one where ops/cpu_target.h says avx2),
 // written with AVX2 intrinsics because GCC lowers the generic kernel's 16-lane vectors poorly
 // without AVX-512 (a 16-entry float permute becomes sixteen loads; sixteen rows of 16-lane
-// accumulators spill): 8 codes at a time, decoded by a variable shift, a mask, an integer-to-float
-// conversion, a subtraction of the zero and a multiplication by the scale (the float32 operations
-// that make the dequantized weight, in the same order: the reference's weights bit for bit), then
-// fused multiply-adds with up to 8 rows of x. Sums differ from the AVX-512 kernel's only in order
-// (8 lanes, not 16), within the kernels' stated tolerance.
+// accumulators spill): 8 codes at a time, decoded by a variable shift, a mask and an integer-to-
+// float conversion, then fused multiply-adds of the codes themselves with up to 8 rows of x; each
+// group's scale * (sum - zero * sum x) is applied to its sum (8 groups' sums reduced at once), with
+// the scales and zeros read from their exact float16 copies where the weight has them. A one-hot x
+// reads the reference's (code - zero) * scale exactly; other sums differ from the reference's only
+// in rounding order, within the kernels' stated tolerance.
 #pragma once
 
 #include <cstdint>

@@ -361,25 +361,6 @@ Int8Activations quantize_activations_int8(const at::Tensor& padded, const LowBit
   return out;
 }
 
-namespace {
-
-// The weight's float16 scales and zeros, made at the first call; null where float16 does not
-// hold them exactly (then the kernel reads the float32 ones: the same values either way).
-const LowBitHalfScales* exact_half_scales(const LowBitWeight& w) {
-  if (!w.half_scales) return nullptr;
-  LowBitHalfScales& half = *w.half_scales;
-  std::call_once(half.made, [&] {
-    const at::Tensor scales = w.scales.to(at::kHalf), zeros = w.zeros.to(at::kHalf);
-    if (at::equal(scales.to(at::kFloat), w.scales) && at::equal(zeros.to(at::kFloat), w.zeros)) {
-      half.scales = scales.contiguous();
-      half.zeros = zeros.contiguous();
-    }
-  });
-  return half.scales.defined() ? &half : nullptr;
-}
-
-}  // namespace
-
 at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
                                bool use_half_scales, bool portable) {
   const Int8Activations xq = quantize_activations_int8(padded, w);

@@ -15,6 +15,10 @@ struct LowBitKernelArgs {
   const uint32_t* codes = nullptr;  // (out, words_per_row)
   const float* scales = nullptr;    // (out, groups)
   const float* zeros = nullptr;     // (out, groups)
+  // Their exact float16 copies (ops/low_bit_weight.h's exact_half_scales), or null: the AVX2 code
+  // reads these where given (fewer bytes, the same values).
+  const uint16_t* scales16 = nullptr;
+  const uint16_t* zeros16 = nullptr;
   int64_t out = 0, groups = 0, blocks_per_group = 0, words_per_row = 0;
   int bits = 4;
   float* y = nullptr;  // (batch, out)

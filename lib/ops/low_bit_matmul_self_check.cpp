@@ -68,9 +68,9 @@ KernelCheck check_low_bit_matmul(const c10::Device& device) {
       const auto x = check_randn({c.rows, c.in}, seed++, device, c.dtype);
       // On the CPU the many-row cases go through the GEMM over dequantized tiles, as
       // low_bit_matmul sends them.
-      const auto got = cuda                        ? low_bit_matmul_cuda_kernel(x, weight)
-                       : c.rows <= kLowBitGemmRows ? low_bit_matmul_cpu_kernel(x, weight)
-                                                   : low_bit_matmul_cpu_gemm(x, weight);
+      const auto got = cuda                            ? low_bit_matmul_cuda_kernel(x, weight)
+                       : c.rows <= low_bit_gemm_rows() ? low_bit_matmul_cpu_kernel(x, weight)
+                                                       : low_bit_matmul_cpu_gemm(x, weight);
       const auto w64 = dequantize_low_bit(cpu).to(device, at::kDouble);
       const auto want = at::matmul(x.to(at::kDouble), w64.t());
       const double tolerance =

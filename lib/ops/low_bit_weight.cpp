@@ -161,4 +161,17 @@ at::Tensor in_kernel_order(const at::Tensor& x, const LowBitWeight& weight) {
   return weight.input_order.defined() ? rows.index_select(1, weight.input_order) : rows;
 }
 
+const LowBitHalfScales* exact_half_scales(const LowBitWeight& w) {
+  if (!w.half_scales) return nullptr;
+  LowBitHalfScales& half = *w.half_scales;
+  std::call_once(half.made, [&] {
+    const at::Tensor scales = w.scales.to(at::kHalf), zeros = w.zeros.to(at::kHalf);
+    if (at::equal(scales.to(at::kFloat), w.scales) && at::equal(zeros.to(at::kFloat), w.zeros)) {
+      half.scales = scales.contiguous();
+      half.zeros = zeros.contiguous();
+    }
+  });
+  return half.scales.defined() ? &half : nullptr;
+}
+
 }  // namespace rqat::ops

@@ -27,10 +27,11 @@
 
 namespace rqat::ops {
 
-// float16 copies of a weight's scales and zeros, made once at the int8 kernel's first call
-// (ops/low_bit_matmul_int8_kernel.h) where they hold the float32 values exactly, as GPTQ
-// checkpoints' float16 scales and integer zeros do: the kernel then reads 4 bytes per group
-// instead of 8 (a W4 g32 weight: 5 bits a weight instead of 6), with the same results.
+// float16 copies of a weight's scales and zeros, made once at a CPU kernel's first call (the int8
+// kernel, ops/low_bit_matmul_int8_kernel.h, and the float kernel's AVX2 code) where they hold the
+// float32 values exactly, as GPTQ checkpoints' float16 scales and integer zeros do: the kernel then
+// reads 4 bytes per group instead of 8 (a W4 g32 weight: 5 bits a weight instead of 6), with the
+// same results.
 struct LowBitHalfScales {
   std::once_flag made;
   at::Tensor scales, zeros;  // float16 (out, groups); undefined where float16 is not exact
@@ -39,12 +40,12 @@ struct LowBitHalfScales {
 struct LowBitWeight {
   int bits = 4;  // 2, 3, 4 or 8
   int64_t out_features = 0, in_features = 0;
-  int64_t group_size = 0;    // columns per group (in_features: one group per row)
-  at::Tensor codes;          // int32 (out, groups * blocks_per_group * bits), as above
-  at::Tensor scales;         // float32 (out, groups)
-  at::Tensor zeros;          // float32 (out, groups), in code units
-  at::Tensor input_order;    // int64 (in): kernel column j reads input input_order[j]; undefined:
-                             // the identity
+  int64_t group_size = 0;  // columns per group (in_features: one group per row)
+  at::Tensor codes;        // int32 (out, groups * blocks_per_group * bits), as above
+  at::Tensor scales;       // float32 (out, groups)
+  at::Tensor zeros;        // float32 (out, groups), in code units
+  at::Tensor input_order;  // int64 (in): kernel column j reads input input_order[j]; undefined:
+                           // the identity
   // Shared by copies of the weight (the same tensors); a weight moved to another device gets
   // its own.
   std::shared_ptr<LowBitHalfScales> half_scales = std::make_shared<LowBitHalfScales>();
@@ -56,6 +57,11 @@ struct LowBitWeight {
   int64_t bytes() const;
   LowBitWeight to(c10::Device device) const;
 };
+
+// The weight's float16 scales and zeros (made at the first call, thread-safe); null where float16
+// does not hold them exactly, or the weight has no half_scales (then kernels read the float32 ones:
+// the same values either way).
+const LowBitHalfScales* exact_half_scales(const LowBitWeight& w);
 
 // Packs integer codes (out, in) in kernel column order (entries in [0, 2^bits)) with float32
 // scales and zeros (out, groups). Errors name `what`.

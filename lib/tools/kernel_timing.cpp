@@ -16,11 +16,13 @@
 #include "ops/attention.h"
 #include "ops/cpu_target.h"
 #include "ops/fake_quant_ste.h"
+#include "ops/forward_kl.h"
 #include "ops/kernel_self_checks.h"
 #include "ops/low_bit_matmul.h"
 #include "ops/low_bit_weight.h"
 #include "ops/paged_attention.h"
 #include "ops/rms_norm.h"
+#include "ops/swiglu.h"
 #include "ops/token_sampling.h"
 
 namespace rqat::tools {
@@ -128,6 +130,36 @@ Pair rms_norm_pair(const c10::Device& device) {
           [=] { step(true); }, [=] { step(false); }};
 }
 
+// A qat-kd step's loss over a batch of 8 x 256 tokens and a 32k vocabulary, forward and backward.
+Pair forward_kl_pair(const c10::Device& device) {
+  const int64_t rows = 2048, vocab = 32768;
+  auto student = (3 * ops::check_randn({rows, vocab}, 14, device)).requires_grad_();
+  auto teacher = 3 * ops::check_randn({rows, vocab}, 15, device);
+  const auto step = [=](bool fused) {
+    at::AutoGradMode enable(true);
+    auto kl = fused ? ops::fused_forward_kl(student, teacher, 1.0)
+                    : ops::forward_kl_ref(student, teacher, 1.0);
+    torch::autograd::grad({kl.sum()}, {student});
+  };
+  return {fmt::format("forward and backward, {} rows of {} logits, float32", rows, vocab),
+          [=] { step(true); }, [=] { step(false); }};
+}
+
+// A training step's MLP activation at Qwen3-0.6B's width, forward and backward.
+Pair swiglu_pair(const c10::Device& device) {
+  const int64_t rows = 512, width = 3072;
+  auto gate = ops::check_randn({rows, width}, 16, device).requires_grad_();
+  auto up = ops::check_randn({rows, width}, 17, device).requires_grad_();
+  auto grad = ops::check_randn({rows, width}, 18, device);
+  const auto step = [=](bool fused) {
+    at::AutoGradMode enable(true);
+    auto h = fused ? ops::fused_swiglu(gate, up) : ops::swiglu_ref(gate, up);
+    torch::autograd::grad({h}, {gate, up}, {grad});
+  };
+  return {fmt::format("forward and backward, {} rows of {}, float32", rows, width),
+          [=] { step(true); }, [=] { step(false); }};
+}
+
 std::optional<Pair> pair_of(ops::Kernel kernel, const c10::Device& device) {
   switch (kernel) {
     case ops::Kernel::kFakeQuant:
@@ -142,6 +174,10 @@ std::optional<Pair> pair_of(ops::Kernel kernel, const c10::Device& device) {
       return token_sampling_pair(device);
     case ops::Kernel::kRmsNorm:
       return rms_norm_pair(device);
+    case ops::Kernel::kForwardKl:
+      return forward_kl_pair(device);
+    case ops::Kernel::kSwiglu:
+      return swiglu_pair(device);
     case ops::Kernel::kCudaGraphs:  // timed with its check (decode_graph_check.h)
     case ops::Kernel::kCount:
       break;

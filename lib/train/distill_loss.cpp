@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "io/error.h"
+#include "ops/forward_kl.h"
 
 namespace rqat::train {
 
@@ -93,37 +94,47 @@ DistillLoss distill_loss(const at::Tensor& student_logits, const at::Tensor& tea
   const bool f64 =
       student_logits.scalar_type() == at::kDouble || teacher_logits.scalar_type() == at::kDouble;
   const at::ScalarType dtype = f64 ? at::kDouble : at::kFloat;
-  const at::Tensor student = student_logits.reshape({-1, vocab}).index_select(0, rows).to(dtype);
-  const at::Tensor teacher =
-      teacher_logits.detach().reshape({-1, vocab}).index_select(0, rows).to(dtype);
+  // Every position scored (the usual batch without padding): the logits themselves, no copies.
+  const bool every_row = out.tokens == student_logits.numel() / vocab;
+  const auto scored = [&](const at::Tensor& logits) {
+    const at::Tensor flat = logits.reshape({-1, vocab});
+    return (every_row ? flat : flat.index_select(0, rows)).to(dtype);
+  };
+  const at::Tensor student = scored(student_logits);
+  const at::Tensor teacher = scored(teacher_logits.detach());
 
   const double t = options.temperature;
-  const at::Tensor student_scaled = t == 1.0 ? student : student / t;
-  const at::Tensor teacher_scaled = t == 1.0 ? teacher : teacher / t;
-  at::Tensor student_logp = student_scaled.log_softmax(-1);
-  at::Tensor teacher_logp;
-  const bool top_k = options.top_k > 0;
-  if (top_k) {
-    // Student log-probs over the full vocabulary, gathered (not renormalized): see the header.
-    const at::Tensor ids = std::get<1>(teacher_scaled.topk(options.top_k, -1));
-    teacher_logp = teacher_scaled.gather(-1, ids).log_softmax(-1);
-    student_logp = student_logp.gather(-1, ids);
-  } else {
-    teacher_logp = teacher_scaled.log_softmax(-1);
-  }
-
-  at::Tensor per_token;
   const DistillDivergence divergence = options.divergence;
   const double beta = options.jsd_beta;
+  const bool top_k = options.top_k > 0;
   // TRL's end points: beta == 0 is forward KL and beta == 1 reverse KL (JSD_beta itself vanishes).
-  if (divergence == DistillDivergence::kForwardKl ||
-      (divergence == DistillDivergence::kJsd && beta == 0.0)) {
-    per_token = measure_kl(teacher_logp, student_logp, top_k);
-  } else if (divergence == DistillDivergence::kReverseKl ||
-             (divergence == DistillDivergence::kJsd && beta == 1.0)) {
-    per_token = measure_kl(student_logp, teacher_logp, top_k);
+  const bool forward = divergence == DistillDivergence::kForwardKl ||
+                       (divergence == DistillDivergence::kJsd && beta == 0.0);
+  const bool reverse = divergence == DistillDivergence::kReverseKl ||
+                       (divergence == DistillDivergence::kJsd && beta == 1.0);
+  at::Tensor per_token;
+  if (forward && !top_k) {
+    // The default: one fused call each way where rqat has it (ops/forward_kl.h).
+    per_token = ops::forward_kl(student, teacher, t);
   } else {
-    per_token = generalized_jsd(teacher_logp, student_logp, beta);
+    const at::Tensor student_scaled = t == 1.0 ? student : student / t;
+    const at::Tensor teacher_scaled = t == 1.0 ? teacher : teacher / t;
+    at::Tensor student_logp = student_scaled.log_softmax(-1);
+    at::Tensor teacher_logp;
+    if (top_k) {
+      // Student log-probs over the full vocabulary, gathered (not renormalized): see the header.
+      const at::Tensor ids = std::get<1>(teacher_scaled.topk(options.top_k, -1));
+      teacher_logp = teacher_scaled.gather(-1, ids).log_softmax(-1);
+      student_logp = student_logp.gather(-1, ids);
+    } else {
+      teacher_logp = teacher_scaled.log_softmax(-1);
+    }
+    if (forward)
+      per_token = measure_kl(teacher_logp, student_logp, top_k);
+    else if (reverse)
+      per_token = measure_kl(student_logp, teacher_logp, top_k);
+    else
+      per_token = generalized_jsd(teacher_logp, student_logp, beta);
   }
   out.kd = per_token.sum() * (t * t / denominator);
 
