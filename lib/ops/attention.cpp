@@ -56,12 +56,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     ctx->save_for_backward({q, k, v, mask, out, lse});
     // Test hook (ops/kernel_choice.h): the output just over the test's 1e-5 of its largest entry
     // (the backward keeps the true output, so only the forward is off).
-    if (kernel_fault(Kernel::kFusedAttention)) {
-      auto perturbed = out.clone();
-      perturb_kernel_output(perturbed, kFusedAttentionTolerance, out.abs().max());
-      return perturbed;
-    }
-    return out;
+    return perturbed_if_faulty(Kernel::kFusedAttention, out, kFusedAttentionTolerance);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {

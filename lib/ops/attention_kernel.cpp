@@ -39,11 +39,7 @@ RQAT_INLINE Floats load(const float* p) { return load_lanes<Floats>(p); }
 RQAT_INLINE void store(float* p, Floats v) { store_lanes(p, v); }
 RQAT_INLINE Floats splat(float x) { return splat_lanes<Floats>(x); }
 RQAT_INLINE float lane_sum(Floats v) { return lane_sum16(v); }
-RQAT_INLINE float lane_max(Floats v) {
-  float m = v[0];
-  for (int64_t i = 1; i < kLanes; ++i) m = std::max(m, v[i]);
-  return m;
-}
+RQAT_INLINE float lane_max(Floats v) { return lane_max16(v); }
 
 // exp(x) for x <= 0, within 2 ulp (ops/vector_exp.h).
 RQAT_INLINE Floats exp_nonpositive(Floats x) { return ops::exp_nonpositive<Floats, Ints>(x); }

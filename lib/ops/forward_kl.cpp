@@ -17,8 +17,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
 // The test hook (ops/kernel_choice.h): the divergence just over the check's tolerance.
-at::Tensor perturbed_if_faulty(at::Tensor kl, const at::Tensor& student, const at::Tensor& teacher,
-                               double temperature) {
+at::Tensor with_fault_hook(at::Tensor kl, const at::Tensor& student, const at::Tensor& teacher,
+                           double temperature) {
   if (!kernel_fault(Kernel::kForwardKl)) return kl;
   at::Tensor scale;
   {
@@ -44,7 +44,7 @@ class ForwardKlFunction : public torch::autograd::Function<ForwardKlFunction> {
                         student_lse.data_ptr<float>(), teacher_lse.data_ptr<float>());
     ctx->save_for_backward({student, teacher, student_lse, teacher_lse});
     ctx->saved_data["temperature"] = temperature;
-    return perturbed_if_faulty(kl, student, teacher, temperature);
+    return with_fault_hook(kl, student, teacher, temperature);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {

@@ -39,11 +39,7 @@ RQAT_INLINE Floats scaled(const float* row, int64_t j, int64_t vocab, float inv_
   return v;
 }
 
-RQAT_INLINE float lane_max(Floats v) {
-  float m = v[0];
-  for (int64_t i = 1; i < kLanes; ++i) m = std::max(m, v[i]);
-  return m;
-}
+RQAT_INLINE float lane_max(Floats v) { return lane_max16(v); }
 
 // Sums of lanes, a chunk of the row at a time into a double.
 struct RowSum {

@@ -349,6 +349,13 @@ void perturb_kernel_output(at::Tensor& out, double tolerance, const at::Tensor& 
   out.copy_(value + delta);  // one rounding to the output's dtype
 }
 
+at::Tensor perturbed_if_faulty(Kernel kernel, const at::Tensor& out, double tolerance) {
+  if (!kernel_fault(kernel)) return out;
+  at::Tensor perturbed = out.clone();
+  perturb_kernel_output(perturbed, tolerance, out.abs().max());
+  return perturbed;
+}
+
 void reset_kernel_choices() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

@@ -113,6 +113,10 @@ void set_kernel_fault(Kernel kernel, bool armed);
 // undefined for 1): an error just over `tolerance` in the kernel's own measure. A tolerance of 0
 // means bit-exact: then 4 ulp of each element plus the dtype's smallest normal.
 void perturb_kernel_output(at::Tensor& out, double tolerance, const at::Tensor& scale);
+// The hook of a kernel whose check measures errors against its largest output entry: with a fault
+// armed for `kernel`, a copy of `out` moved by just over `tolerance` of that entry; else `out`
+// itself (what a kernel saved for its backward stays the true output).
+at::Tensor perturbed_if_faulty(Kernel kernel, const at::Tensor& out, double tolerance);
 
 // Tests: forget every verdict, record and armed fault, and take the mode from the environment.
 void reset_kernel_choices();

@@ -95,7 +95,11 @@ struct WeightOperands {
   LowBitKernelArgs args;
 };
 
-WeightOperands weight_operands(const LowBitWeight& w) {
+// Only the AVX2 GEMV reads the float16 copies of scales and zeros; the other callers do not ask
+// for them, so that a weight never pays for a copy no kernel of this machine reads.
+enum class HalfScales { kSkip, kIfExact };
+
+WeightOperands weight_operands(const LowBitWeight& w, HalfScales half_scales) {
   WeightOperands op{w.codes.contiguous(), w.scales.contiguous(), w.zeros.contiguous(), {}};
   op.args.codes = reinterpret_cast<const uint32_t*>(op.codes.data_ptr<int32_t>());
   op.args.scales = op.scales.data_ptr<float>();
@@ -106,7 +110,9 @@ WeightOperands weight_operands(const LowBitWeight& w) {
   op.args.words_per_row = w.words_per_row();
   op.args.x_stride = w.groups() * w.blocks_per_group() * 32;
   op.args.bits = w.bits;
-  if (const LowBitHalfScales* half = exact_half_scales(w)) {  // lives as long as the weight
+  const LowBitHalfScales* half =  // lives as long as the weight
+      half_scales == HalfScales::kIfExact ? exact_half_scales(w) : nullptr;
+  if (half != nullptr) {
     op.args.scales16 = reinterpret_cast<const uint16_t*>(half->scales.data_ptr<at::Half>());
     op.args.zeros16 = reinterpret_cast<const uint16_t*>(half->zeros.data_ptr<at::Half>());
   }
@@ -121,7 +127,8 @@ at::Tensor low_bit_matmul_cpu_kernel(const at::Tensor& x, const LowBitWeight& w)
   RQAT_MARK_KERNEL("rqat::low_bit_matmul_cpu");
   const at::Tensor padded = padded_groups(in_kernel_order(x, w), w);
   const at::Tensor sums = group_sums(padded, w).contiguous();
-  WeightOperands op = weight_operands(w);
+  WeightOperands op = weight_operands(
+      w, cpu_target() == CpuTarget::kAvx2 ? HalfScales::kIfExact : HalfScales::kSkip);
   at::Tensor y = at::empty({padded.size(0), w.out_features}, at::kFloat);
   op.args.x = padded.data_ptr<float>();
   op.args.xsum = sums.data_ptr<float>();
@@ -138,7 +145,7 @@ at::Tensor low_bit_matmul_cpu_gemm(const at::Tensor& x, const LowBitWeight& w) {
   if (!x.device().is_cpu()) fail("low_bit_matmul_cpu_gemm: the input is on {}", x.device().str());
   RQAT_MARK_KERNEL("rqat::low_bit_matmul_cpu_gemm");
   const at::Tensor padded = padded_groups(in_kernel_order(x, w), w);
-  const WeightOperands op = weight_operands(w);
+  const WeightOperands op = weight_operands(w, HalfScales::kSkip);
   const int64_t rows = padded.size(0), width = op.args.x_stride;
   // y transposed, so that each tile's product lands in contiguous rows.
   at::Tensor y_t = at::empty({w.out_features, rows}, at::kFloat);

@@ -22,13 +22,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// The test hook (ops/kernel_choice.h): the output just over the check's tolerance of its largest
-// entry.
-at::Tensor perturbed_if_faulty(at::Tensor out) {
-  if (!kernel_fault(Kernel::kRmsNorm)) return out;
-  auto perturbed = out.clone();
-  perturb_kernel_output(perturbed, rms_norm_tolerance(out.scalar_type()), out.abs().max());
-  return perturbed;
+// The test hook (ops/kernel_choice.h).
+at::Tensor with_fault_hook(const at::Tensor& out) {
+  return perturbed_if_faulty(Kernel::kRmsNorm, out, rms_norm_tolerance(out.scalar_type()));
 }
 
 // y = rms_norm(x) through the CPU forward loop (float32 CPU tensors), and 1/rms per row when
@@ -54,7 +50,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     at::Tensor rstd;
     auto y = forward_on_cpu(x, weight, eps, &rstd);
     ctx->save_for_backward({x, weight, rstd});
-    return perturbed_if_faulty(y);
+    return with_fault_hook(y);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -120,7 +116,7 @@ at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
 #ifdef RQAT_FUSED_RMS_NORM_CUDA
   if (x.is_cuda()) {
     RQAT_MARK_KERNEL("rqat::rms_norm_cuda");  // PyTorch's fused kernels (one launch each way)
-    return perturbed_if_faulty(std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, weight, eps)));
+    return with_fault_hook(std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, weight, eps)));
   }
 #endif
   return RmsNormFunction::apply(x, weight, eps);

@@ -17,14 +17,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// The test hook (ops/kernel_choice.h): the output just over the check's tolerance of its largest
-// entry.
-at::Tensor perturbed_if_faulty(at::Tensor out) {
-  if (!kernel_fault(Kernel::kSwiglu)) return out;
-  perturb_kernel_output(out, kSwigluTolerance, out.abs().max());
-  return out;
-}
-
 at::Tensor forward_on_cpu(const at::Tensor& gate, const at::Tensor& up) {
   auto out = at::empty_like(gate, at::MemoryFormat::Contiguous);
   swiglu_forward_cpu(gate.data_ptr<float>(), up.data_ptr<float>(), gate.numel(),
@@ -39,7 +31,7 @@ class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
     RQAT_MARK_KERNEL("rqat::swiglu_forward");
     const auto gate = gate_in.contiguous(), up = up_in.contiguous();
     ctx->save_for_backward({gate, up});
-    return perturbed_if_faulty(forward_on_cpu(gate, up));
+    return perturbed_if_faulty(Kernel::kSwiglu, forward_on_cpu(gate, up), kSwigluTolerance);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {

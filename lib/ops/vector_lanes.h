@@ -4,6 +4,7 @@
 // target clone (never passed by value across a call).
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 
 #define RQAT_LANES_INLINE inline __attribute__((always_inline))
@@ -49,6 +50,14 @@ RQAT_LANES_INLINE float lane_sum16(Lanes16 v) {
   const Floats4 b =
       __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
   return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// The largest of 16 float lanes (exact: max does not round, so any order gives the same value).
+template <class Lanes16>
+RQAT_LANES_INLINE float lane_max16(Lanes16 v) {
+  float m = v[0];
+  for (int i = 1; i < 16; ++i) m = std::max(m, v[i]);
+  return m;
 }
 
 }  // namespace rqat::ops
