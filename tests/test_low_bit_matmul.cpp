@@ -199,6 +199,31 @@ TEST_CASE("the float kernel reads exact float16 scales and zeros with the same r
   }
 }
 
+TEST_CASE("activations of every magnitude stay within the bound on every target", "[low_bit]") {
+  // The AVX2 4-bit code divides x by up to 2^20 (ops/low_bit_matmul_avx2_kernel.h): columns of
+  // 1e-33 become subnormal there, columns of 1e30 stay finite. Mixed in one row with ordinary
+  // values, the result must stay within the float kernels' bound of the reference.
+  for (size_t i = 0; i < cases().size(); ++i) {
+    const Case& c = cases()[i];
+    const ops::LowBitWeight w = pack(c, random_quantized(c, 1000 + i));
+    for (const double extreme : {1e-33, 1e-40, 1e30}) {
+      at::Tensor x = at::randn({3, c.in}, generator(1100 + i), at::kFloat);
+      const at::Tensor picked = at::rand({c.in}, generator(1200 + i)) < 0.5;
+      x = at::where(picked, x * extreme, x);
+      const at::Tensor want = ops::low_bit_matmul_ref(x, w);
+      const at::Tensor magnitude =
+          at::matmul(x.abs(), ops::dequantize_low_bit(w).abs().t()).clamp_min(1e-30);
+      for (const auto target : supported_targets()) {
+        INFO(describe(c) << ", columns times " << extreme << ", target " << enum_name(target));
+        ForcedTarget forced(target);
+        const at::Tensor got = ops::low_bit_matmul_cpu_kernel(x, w);
+        REQUIRE(at::isfinite(got).all().item<bool>());
+        CHECK(((got - want).abs() / magnitude).max().item<double>() < 1e-5);
+      }
+    }
+  }
+}
+
 TEST_CASE("the GEMM path's weight tiles cover every output row", "[low_bit]") {
   // 4,100 inputs in groups of 128: 33 groups, 4,224 floats a dequantized row, so a tile holds 15
   // rows and 37 outputs take three tiles (15, 15, 7); act-order, a partial last group.

@@ -22,6 +22,15 @@ bool low_bit_matmul_avx2_built();
 // Output rows [begin, end) of every row of x; the CPU must have AVX2 and FMA.
 void low_bit_matmul_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end);
 
+// 4 bits: args.x (batch, x_stride) in the order the 4-bit code reads it (args.x_nibbles; same
+// size). A block's four words are loaded once into both halves of a vector and each of its four
+// eighths is one mask (no shift): lanes 0-3 take nibble 2e of words 0-3, lanes 4-7 nibble 2e + 1
+// (the last eighth after one shift by 8 bits for all), so a code arrives multiplied by 2^(its bit
+// position). Its x value is stored here divided by that power of two, which is exact (no rounding;
+// a value below 2^-106 could become subnormal, a change far under any tolerance), so each product
+// is the code times x as the shift-and-mask decode gives it.
+void low_bit_avx2_x_in_nibble_order(const LowBitKernelArgs& args, float* out);
+
 // low_bit_dequantize_rows (ops/low_bit_matmul_kernel.h) with this kernel's decode.
 void low_bit_dequantize_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end,
                                   float* out);

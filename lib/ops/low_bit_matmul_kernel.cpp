@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ops/cpu_target.h"
 #include "ops/low_bit_matmul_avx2_kernel.h"
@@ -291,10 +292,18 @@ void dequantize_on(CpuTarget target, const LowBitKernelArgs& a, int64_t begin, i
 
 }  // namespace
 
-void low_bit_matmul_cpu(const LowBitKernelArgs& args) {
+void low_bit_matmul_cpu(const LowBitKernelArgs& args_in) {
   // A grain that gives every thread several chunks of rows: weight rows are independent.
-  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, args.out / 64));
+  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, args_in.out / 64));
   const CpuTarget target = cpu_target();
+  // The AVX2 4-bit code reads x in its decode order, made once here for every output row.
+  LowBitKernelArgs args = args_in;
+  std::vector<float> x_nibbles;
+  if (target == CpuTarget::kAvx2 && args.bits == 4 && args.x_nibbles == nullptr) {
+    x_nibbles.resize(args.batch * args.x_stride);
+    low_bit_avx2_x_in_nibble_order(args, x_nibbles.data());
+    args.x_nibbles = x_nibbles.data();
+  }
   at::parallel_for(0, args.out, grain, [&](int64_t begin, int64_t end) {
     // The AVX2 kernel is a file of its own and switches on the width itself.
     if (target == CpuTarget::kAvx2) return low_bit_matmul_avx2_rows(args, begin, end);
