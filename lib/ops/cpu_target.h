@@ -4,10 +4,11 @@
 // the CPU has, and a user can compare them. x86-64 only, GCC builds (elsewhere: baseline, the
 // portable vector code, which is NEON on aarch64):
 //   avx512    x86-64-v4 (AVX-512 F/BW/CD/DQ/VL): 16-lane decodes through one permute of a table;
-//   avx2      x86-64-v3 (AVX2, FMA, F16C, BMI2): decodes by integer-to-float conversion (AVX2 has
-//   no
-//             16-entry float permute: GCC would look a table up one lane at a time);
-//   baseline  the library's own target (SSE2 on x86-64), the same vector code as avx2.
+//   avx2      x86-64-v3 (AVX2, FMA, F16C, BMI2): decodes by integer-to-float conversion (AVX2
+//             has no 16-entry float permute: GCC would look a table up one lane at a time);
+//   baseline  the library's own target (SSE2 on x86-64): 2-4-bit float rows in 4-lane vectors,
+//             decoded by masks and conversions (ops/low_bit_matmul_narrow_kernel.h); the int8
+//             kernel's portable loop.
 // The attention kernels pick their clone through GCC's target_clones instead (no forcing).
 #pragma once
 

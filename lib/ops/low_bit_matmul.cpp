@@ -168,7 +168,7 @@ std::atomic<LowBitActivations> process_activations{LowBitActivations::kFloat};
 }  // namespace
 
 int64_t low_bit_gemm_rows() {
-  return cpu_target() == CpuTarget::kAvx2 ? kLowBitGemmRowsAvx2 : kLowBitGemmRows;
+  return cpu_target() == CpuTarget::kAvx512 ? kLowBitGemmRows : kLowBitGemmRowsNarrow;
 }
 
 LowBitActivations low_bit_activations() { return process_activations.load(); }

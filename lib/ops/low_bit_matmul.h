@@ -31,9 +31,10 @@ namespace rqat::ops {
 inline constexpr int64_t kLowBitKernelRows = 64;
 // Above this many rows the CPU's float path is a GEMM over dequantized tiles: where the tiles
 // overtake the kernel on a 4096-square W4/W2 layer (docs/performance.md, "Packed low-bit models on
-// every CPU"): 64 rows with AVX-512, 32 with AVX2, whose kernel has half the lanes.
+// every CPU"): 64 rows with AVX-512, 32 with AVX2 and the baseline, whose kernels have 8 and 4
+// lanes (the baseline's: W4 even to about 48 rows, W2 to about 24).
 inline constexpr int64_t kLowBitGemmRows = 64;
-inline constexpr int64_t kLowBitGemmRowsAvx2 = 32;
+inline constexpr int64_t kLowBitGemmRowsNarrow = 32;
 // The threshold of the CPU target the kernels run now (ops/cpu_target.h).
 int64_t low_bit_gemm_rows();
 // A tile of dequantized weights: at most this many floats (256 KiB: stays in L2 while the GEMM

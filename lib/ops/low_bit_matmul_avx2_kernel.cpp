@@ -8,10 +8,10 @@
 #include "ops/low_bit_matmul_avx2_kernel.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "io/error.h"
+#include "ops/low_bit_decode_order.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -59,12 +59,13 @@ RQAT_AVX2_INLINE __m256i eighth_codes(const uint32_t* w, int e) {
   }
 }
 
-// A block's four eighths as floats in nibble order (low_bit_avx2_x_in_nibble_order): one load of
-// its four words into both halves, then one mask each (and one shift for the last), no per-lane
-// shifts; eighth e's code in lane l arrives times 2^nibble_shift(e, l).
+// A block's four eighths as floats in nibble order (ops/low_bit_decode_order.h: eighth e is quads
+// 2e and 2e + 1): one load of its four words into both halves, then one mask each (and one shift
+// for the last), no per-lane shifts.
 RQAT_AVX2_INLINE void nibble_eighths(const uint32_t* w, __m256 (&codes)[4]) {
   const __m256i words =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+  static_assert(nibble_shift(2) == 8 && nibble_shift(4) == 16 && nibble_shift(6) == 16);
   const __m256i mask0 = _mm256_setr_epi32(0xF, 0xF, 0xF, 0xF, 0xF0, 0xF0, 0xF0, 0xF0);
   const __m256i mask1 = _mm256_slli_epi32(mask0, 8), mask2 = _mm256_slli_epi32(mask0, 16);
   codes[0] = _mm256_cvtepi32_ps(_mm256_and_si256(words, mask0));
@@ -112,9 +113,10 @@ constexpr int kSets = Rows <= 4 ? 2 : 1;
 // making every weight, and for a one-hot x still exactly the reference's (code - zero) * scale.
 // A group's 8 lanes go to memory; every 8 groups their sums are made together (one horizontal
 // reduction for 8 groups, not one per group) and scaled as one vector.
-template <int Bits, int Rows, bool Nibbles>
+// 4 bits read x in nibble order (a.x_decode_order), the other widths a.x.
+template <int Bits, int Rows>
 RQAT_AVX2_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end, int64_t b0) {
-  static_assert(!Nibbles || Bits == 4);
+  constexpr bool kNibbles = Bits == 4;
   constexpr int kS = kSets<Rows>;
   const int64_t group_width = a.blocks_per_group * 32;
   __m256 group_lanes[Rows][8];
@@ -133,9 +135,10 @@ RQAT_AVX2_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_
         for (int r = 0; r < Rows; ++r)
           for (int s = 0; s < kS; ++s) acc[r][s] = _mm256_setzero_ps();
         const uint32_t* block = row_codes + (g0 + j) * a.blocks_per_group * Bits;
-        const float* xg = (Nibbles ? a.x_nibbles : a.x) + b0 * a.x_stride + (g0 + j) * group_width;
+        const float* xg =
+            (kNibbles ? a.x_decode_order : a.x) + b0 * a.x_stride + (g0 + j) * group_width;
         for (int64_t k = 0; k < a.blocks_per_group; ++k) {
-          if constexpr (Nibbles) {
+          if constexpr (kNibbles) {
             __m256 codes[4];
             nibble_eighths(block + k * Bits, codes);
             for (int e = 0; e < 4; ++e) {
@@ -175,39 +178,28 @@ RQAT_AVX2_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_
   }
 }
 
-template <int Bits, bool Nibbles = false>
+template <int Bits>
 RQAT_AVX2_FN void rows_task(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
   int64_t b0 = 0;
-  for (; b0 + 8 <= a.batch; b0 += 8) rows_tile<Bits, 8, Nibbles>(a, begin, end, b0);
+  for (; b0 + 8 <= a.batch; b0 += 8) rows_tile<Bits, 8>(a, begin, end, b0);
   switch (a.batch - b0) {  // the last rows, with a tile of their own size
     case 7:
-      return rows_tile<Bits, 7, Nibbles>(a, begin, end, b0);
+      return rows_tile<Bits, 7>(a, begin, end, b0);
     case 6:
-      return rows_tile<Bits, 6, Nibbles>(a, begin, end, b0);
+      return rows_tile<Bits, 6>(a, begin, end, b0);
     case 5:
-      return rows_tile<Bits, 5, Nibbles>(a, begin, end, b0);
+      return rows_tile<Bits, 5>(a, begin, end, b0);
     case 4:
-      return rows_tile<Bits, 4, Nibbles>(a, begin, end, b0);
+      return rows_tile<Bits, 4>(a, begin, end, b0);
     case 3:
-      return rows_tile<Bits, 3, Nibbles>(a, begin, end, b0);
+      return rows_tile<Bits, 3>(a, begin, end, b0);
     case 2:
-      return rows_tile<Bits, 2, Nibbles>(a, begin, end, b0);
+      return rows_tile<Bits, 2>(a, begin, end, b0);
     case 1:
-      return rows_tile<Bits, 1, Nibbles>(a, begin, end, b0);
+      return rows_tile<Bits, 1>(a, begin, end, b0);
     default:
       return;
   }
-}
-
-// Eighth e's code in lane l comes times 2^nibble_shift(e, l) from nibble_eighths.
-constexpr int nibble_shift(int e, int l) { return 8 * std::min(e, 2) + (l >= 4 ? 4 : 0); }
-
-// Which of a block's 32 codes eighth e's lane l holds: nibble 2e (lanes 0-3) or 2e + 1 (lanes
-// 4-7) of word l % 4, and the packed layout puts code c at word 2 (c / 16) + c % 2, nibble
-// (c % 16) / 2.
-constexpr int nibble_code(int e, int l) {
-  const int word = l % 4, nibble = 2 * e + (l >= 4 ? 1 : 0);
-  return 16 * (word / 2) + 2 * nibble + word % 2;
 }
 
 template <int Bits>
@@ -249,23 +241,6 @@ void low_bit_dequantize_avx2_rows(const LowBitKernelArgs& args, int64_t begin, i
   }
 }
 
-void low_bit_avx2_x_in_nibble_order(const LowBitKernelArgs& args, float* out) {
-  struct Pick {
-    int code;
-    float factor;  // 2^-nibble_shift: exact
-  };
-  Pick picks[32];
-  for (int e = 0; e < 4; ++e)
-    for (int l = 0; l < 8; ++l)
-      picks[8 * e + l] = {nibble_code(e, l), std::ldexp(1.0f, -nibble_shift(e, l))};
-  const int64_t blocks = args.batch * args.x_stride / 32;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* x = args.x + 32 * b;
-    float* o = out + 32 * b;
-    for (int i = 0; i < 32; ++i) o[i] = x[picks[i].code] * picks[i].factor;
-  }
-}
-
 void low_bit_matmul_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end) {
   switch (args.bits) {
     case 2:
@@ -273,8 +248,9 @@ void low_bit_matmul_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64
     case 3:
       return rows_task<3>(args, begin, end);
     case 4:
-      return args.x_nibbles != nullptr ? rows_task<4, true>(args, begin, end)
-                                       : rows_task<4>(args, begin, end);
+      if (args.x_decode_order == nullptr)
+        fail("low_bit_matmul_avx2_rows: 4 bits need x in nibble order (args.x_decode_order)");
+      return rows_task<4>(args, begin, end);
     default:
       return rows_task<8>(args, begin, end);
   }
@@ -289,10 +265,6 @@ void low_bit_matmul_avx2_rows(const LowBitKernelArgs&, int64_t, int64_t) {
 }
 
 void low_bit_dequantize_avx2_rows(const LowBitKernelArgs&, int64_t, int64_t, float*) {
-  fail("low_bit_matmul: this build has no AVX2 kernel");
-}
-
-void low_bit_avx2_x_in_nibble_order(const LowBitKernelArgs&, float*) {
   fail("low_bit_matmul: this build has no AVX2 kernel");
 }
 

@@ -2,12 +2,13 @@
 // ops/low_bit_matmul_kernel.h (whose dispatcher runs this one where ops/cpu_target.h says avx2),
 // written with AVX2 intrinsics because GCC lowers the generic kernel's 16-lane vectors poorly
 // without AVX-512 (a 16-entry float permute becomes sixteen loads; sixteen rows of 16-lane
-// accumulators spill): 8 codes at a time, decoded by a variable shift, a mask and an integer-to-
-// float conversion, then fused multiply-adds of the codes themselves with up to 8 rows of x; each
-// group's scale * (sum - zero * sum x) is applied to its sum (8 groups' sums reduced at once), with
-// the scales and zeros read from their exact float16 copies where the weight has them. A one-hot x
-// reads the reference's (code - zero) * scale exactly; other sums differ from the reference's only
-// in rounding order, within the kernels' stated tolerance.
+// accumulators spill): 8 codes at a time, decoded by a variable shift (4 bits: none, the codes read
+// in ops/low_bit_decode_order.h's order), a mask and an integer-to-float conversion, then fused
+// multiply-adds of the codes themselves with up to 8 rows of x; each group's scale * (sum - zero *
+// sum x) is applied to its sum (8 groups' sums reduced at once), with the scales and zeros read
+// from their exact float16 copies where the weight has them. A one-hot x reads the reference's
+// (code - zero) * scale exactly; other sums differ from the reference's only in rounding order,
+// within the kernels' stated tolerance.
 #pragma once
 
 #include <cstdint>
@@ -21,15 +22,6 @@ bool low_bit_matmul_avx2_built();
 
 // Output rows [begin, end) of every row of x; the CPU must have AVX2 and FMA.
 void low_bit_matmul_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end);
-
-// 4 bits: args.x (batch, x_stride) in the order the 4-bit code reads it (args.x_nibbles; same
-// size). A block's four words are loaded once into both halves of a vector and each of its four
-// eighths is one mask (no shift): lanes 0-3 take nibble 2e of words 0-3, lanes 4-7 nibble 2e + 1
-// (the last eighth after one shift by 8 bits for all), so a code arrives multiplied by 2^(its bit
-// position). Its x value is stored here divided by that power of two, which is exact (no rounding;
-// a value below 2^-106 could become subnormal, a change far under any tolerance), so each product
-// is the code times x as the shift-and-mask decode gives it.
-void low_bit_avx2_x_in_nibble_order(const LowBitKernelArgs& args, float* out);
 
 // low_bit_dequantize_rows (ops/low_bit_matmul_kernel.h) with this kernel's decode.
 void low_bit_dequantize_avx2_rows(const LowBitKernelArgs& args, int64_t begin, int64_t end,

@@ -3,15 +3,17 @@
 // word(s) that hold them and one lane-wise shift put each code in the low bits of its lane, and
 // the decode turns the codes into weights: on AVX-512 one permute of a 16-entry table of the
 // group's dequantized values ((code - zero) * scale, made once per row and group); on the baseline
-// a conversion, a subtraction and a multiplication, which give the table's bits (see Decode). AVX2
-// has a kernel of its own (ops/low_bit_matmul_avx2_kernel.h). The weights are multiplied with up to
-// 16 rows of x at once, so the codes of a weight row are read once per tile of 16 rows, and the
-// lanes of a row are summed once, at its end. 8-bit codes (256 values, no table) are converted from
-// bytes instead, and their scale and zero applied per group to the lane sums (zero times the
-// group's precomputed sum of x). The task functions are compiled for AVX-512 and the baseline;
-// ops/cpu_target.h picks one of them or the AVX2 kernel (forcible, for tests and benchmarks). The
-// 64-byte lane type only ever lives in registers of always-inlined helpers (as in the attention
-// kernels), so the calling convention GCC warns about never applies.
+// a conversion, a subtraction and a multiplication, which give the table's bits (see Decode): its
+// weight tiles for the many-row path. AVX2 has a kernel of its own
+// (ops/low_bit_matmul_avx2_kernel.h), and so have the baseline's 2-4-bit rows
+// (ops/low_bit_matmul_narrow_kernel.h). The weights are multiplied with up to 16 rows of x at once,
+// so the codes of a weight row are read once per tile of 16 rows, and the lanes of a row are summed
+// once, at its end. 8-bit codes (256 values, no table) are converted from bytes instead, and their
+// scale and zero applied per group to the lane sums (zero times the group's precomputed sum of x).
+// The task functions are compiled for AVX-512 and the baseline; ops/cpu_target.h picks one of them
+// or the AVX2 kernel (forcible, for tests and benchmarks). The 64-byte lane type only ever lives in
+// registers of always-inlined helpers (as in the attention kernels), so the calling convention GCC
+// warns about never applies.
 #pragma GCC diagnostic ignored "-Wpsabi"
 #include "ops/low_bit_matmul_kernel.h"
 
@@ -21,8 +23,11 @@
 #include <cstring>
 #include <vector>
 
+#include "io/error.h"
 #include "ops/cpu_target.h"
+#include "ops/low_bit_decode_order.h"
 #include "ops/low_bit_matmul_avx2_kernel.h"
+#include "ops/low_bit_matmul_narrow_kernel.h"
 #include "ops/vector_lanes.h"
 
 #define RQAT_INLINE inline __attribute__((always_inline))
@@ -277,7 +282,11 @@ void rows_on(CpuTarget target, const LowBitKernelArgs& a, int64_t begin, int64_t
   if (target == CpuTarget::kAvx512) return rows_avx512<Bits>(a, begin, end);
 #endif
   (void)target;
-  rows_baseline<Bits>(a, begin, end);
+  // The baseline's 2-4-bit rows are ops/low_bit_matmul_narrow_kernel.h's.
+  if constexpr (Bits != 8)
+    fail("low_bit_matmul: the baseline's {}-bit rows run low_bit_matmul_narrow_rows", Bits);
+  else
+    rows_baseline<Bits>(a, begin, end);
 }
 
 template <int Bits>
@@ -296,17 +305,20 @@ void low_bit_matmul_cpu(const LowBitKernelArgs& args_in) {
   // A grain that gives every thread several chunks of rows: weight rows are independent.
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, args_in.out / 64));
   const CpuTarget target = cpu_target();
-  // The AVX2 4-bit code reads x in its decode order, made once here for every output row.
+  // The 4-bit code of AVX2 and the baseline's 2-4-bit code read x in their decode order, made
+  // once here for every output row (AVX-512 looks codes up in a table instead).
   LowBitKernelArgs args = args_in;
-  std::vector<float> x_nibbles;
-  if (target == CpuTarget::kAvx2 && args.bits == 4 && args.x_nibbles == nullptr) {
-    x_nibbles.resize(args.batch * args.x_stride);
-    low_bit_avx2_x_in_nibble_order(args, x_nibbles.data());
-    args.x_nibbles = x_nibbles.data();
+  const bool narrow = target == CpuTarget::kBaseline && args.bits <= 4;
+  std::vector<float> x_decode_order;
+  if (narrow || (target == CpuTarget::kAvx2 && args.bits == 4)) {
+    x_decode_order.resize(args.batch * args.x_stride);
+    low_bit_x_in_decode_order(args, x_decode_order.data());
+    args.x_decode_order = x_decode_order.data();
   }
   at::parallel_for(0, args.out, grain, [&](int64_t begin, int64_t end) {
-    // The AVX2 kernel is a file of its own and switches on the width itself.
+    // The AVX2 kernel and the baseline's 2-4-bit one are files of their own.
     if (target == CpuTarget::kAvx2) return low_bit_matmul_avx2_rows(args, begin, end);
+    if (narrow) return low_bit_matmul_narrow_rows(args, begin, end);
     switch (args.bits) {
       case 2:
         return rows_on<2>(target, args, begin, end);

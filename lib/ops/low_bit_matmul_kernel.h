@@ -22,10 +22,10 @@ struct LowBitKernelArgs {
   int64_t out = 0, groups = 0, blocks_per_group = 0, words_per_row = 0;
   int bits = 4;
   float* y = nullptr;  // (batch, out)
-  // x again in the order the AVX2 4-bit code decodes codes, each value scaled by the power of two
-  // that cancels its code's bit position (ops/low_bit_matmul_avx2_kernel.h), or null: made by
-  // low_bit_matmul_cpu for that code alone.
-  const float* x_nibbles = nullptr;
+  // x again in the order the 4-bit codes of AVX2 and the baseline decode codes, each value scaled
+  // by the power of two that cancels its code's bit position (ops/low_bit_decode_order.h), which
+  // those codes require: low_bit_matmul_cpu makes it; null for every other code.
+  const float* x_decode_order = nullptr;
 };
 
 // Dequantizes in registers, 16 codes at a time (2-4 bits: a table of the group's (code - zero) *
