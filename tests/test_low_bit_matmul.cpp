@@ -264,6 +264,42 @@ TEST_CASE("a CPU target is forced, reported and released", "[low_bit]") {
   }
 }
 
+TEST_CASE("the dispatcher hands over to the GEMM tiles where each CPU target's kernel slows",
+          "[low_bit]") {
+  // The bounds measured in docs/performance.md: float activations 64 / 32 / 16 rows on avx512 /
+  // avx2 / baseline; int8 activations 64 where the int8 kernel's AVX2 code runs, the float bound
+  // on the baseline (the same 4-lane kernel). At a bound low_bit_matmul is the kernel's result bit
+  // for bit, one row over it the GEMM path's.
+  const Case c{4, 24, 128, 32, false, false};
+  const ops::LowBitWeight w = pack(c, random_quantized(c, 77));
+  struct Bounds {
+    ops::CpuTarget target;
+    int64_t float_rows, int8_rows;
+  };
+  for (const Bounds& b :
+       {Bounds{ops::CpuTarget::kAvx512, 64, 64}, Bounds{ops::CpuTarget::kAvx2, 32, 64},
+        Bounds{ops::CpuTarget::kBaseline, 16, 16}}) {
+    if (!ops::cpu_target_supported(b.target)) continue;
+    INFO(enum_name(b.target));
+    ForcedTarget forced(b.target);
+    CHECK(ops::low_bit_gemm_rows() == b.float_rows);
+    CHECK(ops::low_bit_int8_rows() == b.int8_rows);
+    if (ops::kernel_mode() == ops::KernelMode::kReference) continue;  // the twin takes every call
+    auto gen = generator(78);
+    for (int64_t extra : {0, 1}) {
+      const at::Tensor x = at::randn({b.float_rows + extra, c.in}, gen, at::kFloat);
+      CHECK(at::equal(ops::low_bit_matmul(x, w), extra == 0 ? ops::low_bit_matmul_cpu_kernel(x, w)
+                                                            : ops::low_bit_matmul_cpu_gemm(x, w)));
+      const at::Tensor x8 = at::randn({b.int8_rows + extra, c.in}, gen, at::kFloat);
+      ops::set_low_bit_activations(ops::LowBitActivations::kInt8);
+      const at::Tensor got = ops::low_bit_matmul(x8, w);
+      ops::set_low_bit_activations(ops::LowBitActivations::kFloat);
+      CHECK(at::equal(got, extra == 0 ? ops::low_bit_matmul_cpu_int8_kernel(x8, w)
+                                      : ops::low_bit_matmul_cpu_gemm(x8, w)));
+    }
+  }
+}
+
 TEST_CASE("the CPU kernel takes bf16 inputs and any leading shape", "[low_bit]") {
   const Case c{4, 48, 256, 128, true, false};
   const Quantized q = random_quantized(c, 7);

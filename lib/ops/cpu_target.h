@@ -6,9 +6,9 @@
 //   avx512    x86-64-v4 (AVX-512 F/BW/CD/DQ/VL): 16-lane decodes through one permute of a table;
 //   avx2      x86-64-v3 (AVX2, FMA, F16C, BMI2): decodes by integer-to-float conversion (AVX2
 //             has no 16-entry float permute: GCC would look a table up one lane at a time);
-//   baseline  the library's own target (SSE2 on x86-64): 2-4-bit float rows in 4-lane vectors,
-//             decoded by masks and conversions (ops/low_bit_matmul_narrow_kernel.h); the int8
-//             kernel's portable loop.
+//   baseline  the library's own target (SSE2 on x86-64): 2-4-bit codes in 4-lane vectors, decoded
+//             by masks and conversions, for float and int8 activations and the weight tiles
+//             (ops/low_bit_matmul_narrow_kernel.h).
 // The attention kernels pick their clone through GCC's target_clones instead (no forcing).
 #pragma once
 

@@ -35,6 +35,15 @@ constexpr int nibble_code(int quad, int lane) { return 16 * (lane / 2) + 2 * qua
 // 2 and 3 bits: the bit position at which code c (0-31) of a block arrives.
 constexpr int low_bits_shift(int code) { return 8 * std::min((code % 16) / 4, 2) + 2 * (code % 4); }
 
+// Value i (0-31) of a block in decode order: the code whose x it holds, and the power of two that
+// x is multiplied by (4 bits: code nibble_code(i / 4, i % 4), 2^-nibble_shift(i / 4); 2 and 3 bits:
+// code i, 2^-low_bits_shift(i)).
+struct DecodeSlot {
+  int code;
+  float factor;
+};
+DecodeSlot decode_slot(int bits, int i);
+
 // args.x (batch, x_stride) into `out` (same size) in the order and scale above: 4 bits, value
 // 4q + l of each block of 32 is x[nibble_code(q, l)] / 2^nibble_shift(q); 2 and 3 bits, value c is
 // x[c] / 2^low_bits_shift(c).

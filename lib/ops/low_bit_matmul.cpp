@@ -168,7 +168,18 @@ std::atomic<LowBitActivations> process_activations{LowBitActivations::kFloat};
 }  // namespace
 
 int64_t low_bit_gemm_rows() {
-  return cpu_target() == CpuTarget::kAvx512 ? kLowBitGemmRows : kLowBitGemmRowsNarrow;
+  switch (cpu_target()) {
+    case CpuTarget::kAvx512:
+      return kLowBitGemmRows;
+    case CpuTarget::kAvx2:
+      return kLowBitGemmRowsAvx2;
+    default:
+      return kLowBitGemmRowsBaseline;
+  }
+}
+
+int64_t low_bit_int8_rows() {
+  return cpu_target() == CpuTarget::kBaseline ? low_bit_gemm_rows() : kLowBitKernelRows;
 }
 
 LowBitActivations low_bit_activations() { return process_activations.load(); }
@@ -230,7 +241,7 @@ at::Tensor low_bit_matmul(const at::Tensor& x, const LowBitWeight& w) {
   const int64_t rows = x.numel() / w.in_features;
   if (x.device().is_cpu() && use_custom_kernel(Kernel::kLowBitMatmul, x.device())) {
     if (w.bits <= 4 && low_bit_activations() == LowBitActivations::kInt8 &&
-        rows <= kLowBitKernelRows)
+        rows <= low_bit_int8_rows())
       return low_bit_matmul_cpu_int8_kernel(x, w);
     return rows <= low_bit_gemm_rows() ? low_bit_matmul_cpu_kernel(x, w)
                                        : low_bit_matmul_cpu_gemm(x, w);

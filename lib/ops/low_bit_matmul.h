@@ -9,7 +9,7 @@
 //                                    the kernel's decode into a cache-sized buffer, each then one
 //                                    GEMM (libtorch's) with all rows of x: prefill and batches;
 //   CPU, int8 activations            the int8 kernel (ops/low_bit_matmul_int8_kernel.h) up to
-//                                    kLowBitKernelRows rows, the GEMM path beyond;
+//                                    low_bit_int8_rows() rows, the GEMM path beyond;
 //   CUDA, rows <= 16                 the packed GEMV when built with CUDA: the wide one
 //                                    (cuda/low_bit_gemv_wide.cuh) for 1-4 rows of whole 16-byte
 //                                    steps, else cuda/low_bit_gemv.cuh;
@@ -31,12 +31,17 @@ namespace rqat::ops {
 inline constexpr int64_t kLowBitKernelRows = 64;
 // Above this many rows the CPU's float path is a GEMM over dequantized tiles: where the tiles
 // overtake the kernel on a 4096-square W4/W2 layer (docs/performance.md, "Packed low-bit models on
-// every CPU"): 64 rows with AVX-512, 32 with AVX2 and the baseline, whose kernels have 8 and 4
-// lanes (the baseline's: W4 even to about 48 rows, W2 to about 24).
+// every CPU" and "the baseline target's 2-4-bit code"): 64 rows with AVX-512, 32 with AVX2, 16 on
+// the baseline, whose kernels have 16, 8 and 4 lanes.
 inline constexpr int64_t kLowBitGemmRows = 64;
-inline constexpr int64_t kLowBitGemmRowsNarrow = 32;
+inline constexpr int64_t kLowBitGemmRowsAvx2 = 32;
+inline constexpr int64_t kLowBitGemmRowsBaseline = 16;
 // The threshold of the CPU target the kernels run now (ops/cpu_target.h).
 int64_t low_bit_gemm_rows();
+// The int8 kernel's: kLowBitKernelRows with its AVX2 code (avx2, avx512), which is about twice the
+// float kernel's speed; on the baseline, whose int8 and float code are the same 4-lane kernel,
+// low_bit_gemm_rows().
+int64_t low_bit_int8_rows();
 // A tile of dequantized weights: at most this many floats (256 KiB: stays in L2 while the GEMM
 // reads it).
 inline constexpr int64_t kLowBitGemmTileFloats = 64 * 1024;

@@ -25,6 +25,8 @@
 
 #include "io/error.h"
 #include "ops/cpu_target.h"
+#include "ops/low_bit_decode_order.h"
+#include "ops/low_bit_matmul_narrow_kernel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -114,43 +116,37 @@ struct KernelArgs {
   float* y;
 };
 
-// The code of position `pos` of the block at `w`, read bit by bit (the portable kernel).
-int block_code(const uint32_t* w, int bits, int code) {
-  if (bits == 4) {
-    const int h = code / 16, j = code % 16;
-    return (w[2 * h + j % 2] >> (4 * (j / 2))) & 15;
-  }
-  const int low = (w[code / 16] >> (2 * (code % 16))) & 3;
-  if (bits == 2) return low;
-  return low | (((w[2] >> code) & 1) << 2);
-}
-
-// Each block's codes are decoded once per weight row, in the register order of kPositionCode,
-// then dotted with every row of x (as the AVX2 kernel does).
-void rows_portable(const KernelArgs& a, int bits, int64_t begin, int64_t end) {
+// Without AVX2 (and when asked for the portable path): the baseline's 4-lane kernel
+// (ops/low_bit_matmul_narrow_kernel.h) on q as floats in its decode order, made once here from
+// the register order of kPositionCode (integers times powers of two: exact).
+void rows_narrow(const KernelArgs& a, int bits, int64_t grain) {
   const auto& codes_at = position_codes(bits);
-  std::vector<float> acc(a.batch), zero_term(a.batch);
-  for (int64_t o = begin; o < end; ++o) {
-    const uint32_t* row = a.codes + o * a.words_per_row;
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    std::fill(zero_term.begin(), zero_term.end(), 0.0f);
-    for (int64_t g = 0; g < a.groups; ++g) {
-      const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
-      for (int64_t b = g * a.blocks_per_group; b < (g + 1) * a.blocks_per_group; ++b) {
-        int codes[kBlock];
-        for (int pos = 0; pos < kBlock; ++pos)
-          codes[pos] = block_code(row + b * bits, bits, codes_at[pos]);
-        for (int64_t r = 0; r < a.batch; ++r) {
-          const int8_t* xq = a.xq + (r * a.blocks + b) * kBlock;
-          int32_t dot = 0;
-          for (int pos = 0; pos < kBlock; ++pos) dot += codes[pos] * xq[pos];
-          acc[r] += static_cast<float>(dot) * (scale * a.xd[r * a.blocks + b]);
-        }
-      }
-      for (int64_t r = 0; r < a.batch; ++r) zero_term[r] += scale * zero * a.xsum[r * a.groups + g];
-    }
-    for (int64_t r = 0; r < a.batch; ++r) a.y[r * a.out + o] = acc[r] - zero_term[r];
-  }
+  int position_of[kBlock];
+  for (int pos = 0; pos < kBlock; ++pos) position_of[codes_at[pos]] = pos;
+  DecodeSlot slots[kBlock];
+  for (int i = 0; i < kBlock; ++i) slots[i] = decode_slot(bits, i);
+  std::vector<float> q(a.batch * a.blocks * kBlock);
+  for (int64_t b = 0; b < a.batch * a.blocks; ++b)
+    for (int i = 0; i < kBlock; ++i)
+      q[b * kBlock + i] = a.xq[b * kBlock + position_of[slots[i].code]] * slots[i].factor;
+  LowBitKernelArgs n;
+  n.x_decode_order = q.data();
+  n.block_scales = a.xd;
+  n.xsum = a.xsum;
+  n.batch = a.batch;
+  n.x_stride = a.blocks * kBlock;
+  n.codes = a.codes;
+  n.scales = a.scales;
+  n.zeros = a.zeros;
+  n.out = a.out;
+  n.groups = a.groups;
+  n.blocks_per_group = a.blocks_per_group;
+  n.words_per_row = a.words_per_row;
+  n.bits = bits;
+  n.y = a.y;
+  at::parallel_for(0, a.out, grain, [&](int64_t begin, int64_t end) {
+    low_bit_matmul_narrow_int8_rows(n, begin, end);
+  });
 }
 
 #ifdef RQAT_INT8_AVX2
@@ -312,23 +308,19 @@ void rows_avx2(const KernelArgs& a, int64_t begin, int64_t end) {
 
 #endif
 
-void run_rows(const KernelArgs& a, int bits, int64_t begin, int64_t end, bool portable) {
 #ifdef RQAT_INT8_AVX2
-  if (!portable) {
-    switch (bits) {
-      case 2:
-        return rows_avx2<2>(a, begin, end);
-      case 3:
-        return rows_avx2<3>(a, begin, end);
-      default:
-        return rows_avx2<4>(a, begin, end);
-    }
+void run_avx2_rows(const KernelArgs& a, int bits, int64_t begin, int64_t end) {
+  switch (bits) {
+    case 2:
+      return rows_avx2<2>(a, begin, end);
+    case 3:
+      return rows_avx2<3>(a, begin, end);
+    default:
+      return rows_avx2<4>(a, begin, end);
   }
-#else
-  (void)portable;
-#endif
-  rows_portable(a, bits, begin, end);
 }
+
+#endif
 
 }  // namespace
 
@@ -391,11 +383,16 @@ at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
   a.y = y.data_ptr<float>();
   if (a.batch == 0) return y;
   // The AVX2 code wherever ops/cpu_target.h's target includes it (avx2 = x86-64-v3 has AVX2, FMA
-  // and F16C; avx512 runs the same code), else the portable loop.
-  const bool loop = portable || cpu_target() < CpuTarget::kAvx2;
+  // and F16C; avx512 runs the same code), else the baseline's kernel.
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, a.out / 64));
-  at::parallel_for(0, a.out, grain,
-                   [&](int64_t begin, int64_t end) { run_rows(a, w.bits, begin, end, loop); });
+#ifdef RQAT_INT8_AVX2
+  if (!portable && cpu_target() >= CpuTarget::kAvx2) {
+    at::parallel_for(0, a.out, grain,
+                     [&](int64_t begin, int64_t end) { run_avx2_rows(a, w.bits, begin, end); });
+    return y;
+  }
+#endif
+  rows_narrow(a, w.bits, grain);
   return y;
 }
 

@@ -44,13 +44,14 @@ at::Tensor low_bit_matmul_int8_reference(const at::Tensor& padded, const LowBitW
 at::Tensor low_bit_int8_error_bound(const at::Tensor& padded, const LowBitWeight& weight);
 
 // y (rows, out) float32 = the formula above, for 2-4 bit weights. AVX2 where ops/cpu_target.h says
-// the CPU has it (avx2 or avx512; forcing baseline takes the loop), else
-// a portable loop with the same integer sums (results equal within float32 summation order).
+// the CPU has it (avx2 or avx512), else the baseline's 4-lane kernel
+// (ops/low_bit_matmul_narrow_kernel.h) with the same integer sums (results equal within float32
+// summation order).
 // OpenMP (ATen's parallel_for) over output rows, tiles of up to 4 rows of x per pass over a row's
 // codes. The AVX2 kernel reads the weight's exact float16 copies of its scales and zeros where
 // float16 holds them (LowBitHalfScales, made at the first call) unless use_half_scales is false
-// (tests: the results are the same either way); `portable` runs the loop of CPUs without AVX2
-// (tests, on machines that have it).
+// (tests: the results are the same either way); `portable` runs the baseline's kernel of CPUs
+// without AVX2 (tests, on machines that have it).
 at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& weight,
                                bool use_half_scales = true, bool portable = false);
 

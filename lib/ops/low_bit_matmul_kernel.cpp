@@ -1,19 +1,18 @@
 // See low_bit_matmul_kernel.h. Each task owns a range of output rows; for each row it walks the
 // groups, and in each group the blocks of 32 codes, 16 codes at a time: one broadcast of the
 // word(s) that hold them and one lane-wise shift put each code in the low bits of its lane, and
-// the decode turns the codes into weights: on AVX-512 one permute of a 16-entry table of the
-// group's dequantized values ((code - zero) * scale, made once per row and group); on the baseline
-// a conversion, a subtraction and a multiplication, which give the table's bits (see Decode): its
-// weight tiles for the many-row path. AVX2 has a kernel of its own
-// (ops/low_bit_matmul_avx2_kernel.h), and so have the baseline's 2-4-bit rows
-// (ops/low_bit_matmul_narrow_kernel.h). The weights are multiplied with up to 16 rows of x at once,
-// so the codes of a weight row are read once per tile of 16 rows, and the lanes of a row are summed
-// once, at its end. 8-bit codes (256 values, no table) are converted from bytes instead, and their
-// scale and zero applied per group to the lane sums (zero times the group's precomputed sum of x).
-// The task functions are compiled for AVX-512 and the baseline; ops/cpu_target.h picks one of them
-// or the AVX2 kernel (forcible, for tests and benchmarks). The 64-byte lane type only ever lives in
-// registers of always-inlined helpers (as in the attention kernels), so the calling convention GCC
-// warns about never applies.
+// one permute of a 16-entry table of the group's dequantized values ((code - zero) * scale, made
+// once per row and group: one vpermps on AVX-512) turns the codes into weights. AVX2 has a kernel
+// of its own (ops/low_bit_matmul_avx2_kernel.h), and so have the baseline's 2-4-bit codes
+// (ops/low_bit_matmul_narrow_kernel.h): without AVX-512 there is no 16-entry float permute (GCC
+// would look the table up one lane at a time through memory). The weights are multiplied with up to
+// 16 rows of x at once, so the codes of a weight row are read once per tile of 16 rows, and the
+// lanes of a row are summed once, at its end. 8-bit codes (256 values, no table) are converted from
+// bytes instead, and their scale and zero applied per group to the lane sums (zero times the
+// group's precomputed sum of x). The task functions are compiled for AVX-512 and the baseline;
+// ops/cpu_target.h picks one of them or the AVX2 kernel (forcible, for tests and benchmarks). The
+// 64-byte lane type only ever lives in registers of always-inlined helpers (as in the attention
+// kernels), so the calling convention GCC warns about never applies.
 #pragma GCC diagnostic ignored "-Wpsabi"
 #include "ops/low_bit_matmul_kernel.h"
 
@@ -94,55 +93,32 @@ RQAT_INLINE Floats dequantized_table(float scale, float zero) {
   return (codes - zero) * scale;
 }
 
-// How a lane's index becomes its weight (ops/cpu_target.h): kPermute looks it up in the group's
-// table (one vpermps on AVX-512); kConvert computes (float(code) - zero) * scale, the same two
-// float32 operations that made the table, so both give the table's bits. Without AVX-512 there is
-// no 16-entry float permute (GCC would look the table up one lane at a time through memory).
-enum class Decode { kPermute, kConvert };
-
-struct GroupDecoder {
-  Floats table;        // kPermute
-  Floats zero, scale;  // kConvert
-};
-
-template <int Bits, Decode D>
-RQAT_INLINE GroupDecoder group_decoder(float scale, float zero) {
-  GroupDecoder d{};
-  if constexpr (Bits == 8) return d;
-  if constexpr (D == Decode::kPermute) {
-    d.table = dequantized_table<Bits>(scale, zero);
-  } else {
-    d.zero = splat_lanes<Floats>(zero);
-    d.scale = splat_lanes<Floats>(scale);
-  }
-  return d;
+// The group's table (8 bits have none: their codes are converted, see block_dot).
+template <int Bits>
+RQAT_INLINE Floats group_table(float scale, float zero) {
+  if constexpr (Bits == 8)
+    return Floats{};
+  else
+    return dequantized_table<Bits>(scale, zero);
 }
 
-template <int Bits, Decode D>
-RQAT_INLINE Floats decode(const GroupDecoder& d, Words indices) {
-  if constexpr (D == Decode::kPermute) {
-    return __builtin_shuffle(d.table, reinterpret_cast<Ints>(indices));
-  } else {
-    constexpr uint32_t kMask = (1u << Bits) - 1;  // higher bits hold other codes
-    // Signed: codes < 16 convert the same, and x86 converts signed integers in one instruction.
-    const Floats codes =
-        __builtin_convertvector(__builtin_convertvector(indices & kMask, Ints), Floats);
-    return (codes - d.zero) * d.scale;
-  }
+// Each lane's weight: its index looked up in the group's table (index taken modulo 16).
+RQAT_INLINE Floats decode(Floats table, Words indices) {
+  return __builtin_shuffle(table, reinterpret_cast<Ints>(indices));
 }
 
 // One block of 32 codes against the same 32 columns of Rows rows of x: the first half-block into
 // `lo`, the second into `hi`. 2-4 bits add dequantized weights (table); 8 bits add the codes
 // (scale and zero applied per group by the caller).
-template <int Bits, int Rows, Decode D>
-RQAT_INLINE void block_dot(const uint32_t* block, const GroupDecoder& decoder, const float* x,
-                           int64_t x_stride, Floats (&lo)[Rows], Floats (&hi)[Rows]) {
+template <int Bits, int Rows>
+RQAT_INLINE void block_dot(const uint32_t* block, Floats table, const float* x, int64_t x_stride,
+                           Floats (&lo)[Rows], Floats (&hi)[Rows]) {
   for (int half = 0; half < 2; ++half) {
     Floats weights;
     if constexpr (Bits == 8)
       weights = bytes_to_floats(block, half);
     else
-      weights = decode<Bits, D>(decoder, code_indices<Bits>(block, half));
+      weights = decode(table, code_indices<Bits>(block, half));
     Floats(&acc)[Rows] = half == 0 ? lo : hi;
     for (int r = 0; r < Rows; ++r)
       acc[r] += weights * load_lanes<Floats>(x + r * x_stride + 16 * half);
@@ -154,7 +130,7 @@ RQAT_INLINE void block_dot(const uint32_t* block, const GroupDecoder& decoder, c
 // with more rows, the rows give that independence (and four sets would not fit the registers).
 // 2-4 bits: the table's weights are final, so the lanes accumulate across all groups of the row and
 // are summed once at its end; 8 bits: scale and zero apply per group to the group's lane sums.
-template <int Bits, int Rows, Decode D>
+template <int Bits, int Rows>
 RQAT_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end, int64_t b0) {
   constexpr bool kFourSets = Rows <= 2;
   constexpr bool kOneSet = Rows > 8;  // 16 rows: one set (both half-blocks) fills the registers
@@ -172,20 +148,20 @@ RQAT_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end
     clear();
     for (int64_t g = 0; g < a.groups; ++g) {
       const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
-      const GroupDecoder decoder = group_decoder<Bits, D>(scale, zero);
+      const Floats table = group_table<Bits>(scale, zero);
       const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
       const float* xg = a.x + b0 * a.x_stride + g * group_width;
       int64_t k = 0;
       if constexpr (kFourSets) {
         for (; k + 2 <= a.blocks_per_group; k += 2) {
-          block_dot<Bits, Rows, D>(block + k * Bits, decoder, xg + k * 32, a.x_stride, acc0, acc1);
-          block_dot<Bits, Rows, D>(block + (k + 1) * Bits, decoder, xg + k * 32 + 32, a.x_stride,
-                                   acc2, acc3);
+          block_dot<Bits, Rows>(block + k * Bits, table, xg + k * 32, a.x_stride, acc0, acc1);
+          block_dot<Bits, Rows>(block + (k + 1) * Bits, table, xg + k * 32 + 32, a.x_stride, acc2,
+                                acc3);
         }
       }
       for (; k < a.blocks_per_group; ++k)
-        block_dot<Bits, Rows, D>(block + k * Bits, decoder, xg + k * 32, a.x_stride, acc0,
-                                 kOneSet ? acc0 : acc1);
+        block_dot<Bits, Rows>(block + k * Bits, table, xg + k * 32, a.x_stride, acc0,
+                              kOneSet ? acc0 : acc1);
       if constexpr (Bits == 8) {
         for (int r = 0; r < Rows; ++r)
           total[r] += scale * (lanes_sum(r) - zero * a.xsum[(b0 + r) * a.groups + g]);
@@ -198,29 +174,29 @@ RQAT_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end
   }
 }
 
-template <int Bits, Decode D>
+template <int Bits>
 RQAT_INLINE void rows_task(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
   int64_t b0 = 0;
-  for (; b0 + kTile <= a.batch; b0 += kTile) rows_tile<Bits, kTile, D>(a, begin, end, b0);
+  for (; b0 + kTile <= a.batch; b0 += kTile) rows_tile<Bits, kTile>(a, begin, end, b0);
   if (b0 + 8 <= a.batch) {
-    rows_tile<Bits, 8, D>(a, begin, end, b0);
+    rows_tile<Bits, 8>(a, begin, end, b0);
     b0 += 8;
   }
   switch (a.batch - b0) {  // the last rows, with a tile of their own size (no wasted lanes)
     case 7:
-      return rows_tile<Bits, 7, D>(a, begin, end, b0);
+      return rows_tile<Bits, 7>(a, begin, end, b0);
     case 6:
-      return rows_tile<Bits, 6, D>(a, begin, end, b0);
+      return rows_tile<Bits, 6>(a, begin, end, b0);
     case 5:
-      return rows_tile<Bits, 5, D>(a, begin, end, b0);
+      return rows_tile<Bits, 5>(a, begin, end, b0);
     case 4:
-      return rows_tile<Bits, 4, D>(a, begin, end, b0);
+      return rows_tile<Bits, 4>(a, begin, end, b0);
     case 3:
-      return rows_tile<Bits, 3, D>(a, begin, end, b0);
+      return rows_tile<Bits, 3>(a, begin, end, b0);
     case 2:
-      return rows_tile<Bits, 2, D>(a, begin, end, b0);
+      return rows_tile<Bits, 2>(a, begin, end, b0);
     case 1:
-      return rows_tile<Bits, 1, D>(a, begin, end, b0);
+      return rows_tile<Bits, 1>(a, begin, end, b0);
     default:
       return;
   }
@@ -228,7 +204,7 @@ RQAT_INLINE void rows_task(const LowBitKernelArgs& a, int64_t begin, int64_t end
 
 // Weight rows [begin, end) dequantized into `out` (x_stride floats a row): every block's 32 codes
 // decoded 16 at a time as the kernel decodes them, 8 bits included ((code - zero) * scale).
-template <int Bits, Decode D>
+template <int Bits>
 RQAT_INLINE void dequantize_task(const LowBitKernelArgs& a, int64_t begin, int64_t end,
                                  float* out) {
   for (int64_t o = begin; o < end; ++o) {
@@ -236,7 +212,7 @@ RQAT_INLINE void dequantize_task(const LowBitKernelArgs& a, int64_t begin, int64
     float* row_out = out + (o - begin) * a.x_stride;
     for (int64_t g = 0; g < a.groups; ++g) {
       const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
-      const GroupDecoder decoder = group_decoder<Bits, D>(scale, zero);
+      const Floats table = group_table<Bits>(scale, zero);
       const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
       float* group_out = row_out + g * a.blocks_per_group * 32;
       for (int64_t k = 0; k < a.blocks_per_group; ++k) {
@@ -246,7 +222,7 @@ RQAT_INLINE void dequantize_task(const LowBitKernelArgs& a, int64_t begin, int64
             weights = (bytes_to_floats(block + k * Bits, half) - splat_lanes<Floats>(zero)) *
                       splat_lanes<Floats>(scale);
           } else {
-            weights = decode<Bits, D>(decoder, code_indices<Bits>(block + k * Bits, half));
+            weights = decode(table, code_indices<Bits>(block + k * Bits, half));
           }
           store_lanes(group_out + k * 32 + 16 * half, weights);
         }
@@ -258,21 +234,21 @@ RQAT_INLINE void dequantize_task(const LowBitKernelArgs& a, int64_t begin, int64
 // One function per target (ops/cpu_target.h) and width; avx2 is ops/low_bit_matmul_avx2_kernel.h.
 template <int Bits>
 void rows_baseline(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
-  rows_task<Bits, Decode::kConvert>(a, begin, end);
+  rows_task<Bits>(a, begin, end);
 }
 template <int Bits>
 void dequantize_baseline(const LowBitKernelArgs& a, int64_t begin, int64_t end, float* out) {
-  dequantize_task<Bits, Decode::kConvert>(a, begin, end, out);
+  dequantize_task<Bits>(a, begin, end, out);
 }
 #ifdef RQAT_X86_TARGETS
 template <int Bits>
 RQAT_TARGET_AVX512 void rows_avx512(const LowBitKernelArgs& a, int64_t begin, int64_t end) {
-  rows_task<Bits, Decode::kPermute>(a, begin, end);
+  rows_task<Bits>(a, begin, end);
 }
 template <int Bits>
 RQAT_TARGET_AVX512 void dequantize_avx512(const LowBitKernelArgs& a, int64_t begin, int64_t end,
                                           float* out) {
-  dequantize_task<Bits, Decode::kPermute>(a, begin, end, out);
+  dequantize_task<Bits>(a, begin, end, out);
 }
 #endif
 
@@ -296,7 +272,11 @@ void dequantize_on(CpuTarget target, const LowBitKernelArgs& a, int64_t begin, i
   if (target == CpuTarget::kAvx512) return dequantize_avx512<Bits>(a, begin, end, out);
 #endif
   (void)target;
-  dequantize_baseline<Bits>(a, begin, end, out);
+  // The baseline's 2-4-bit tiles are ops/low_bit_matmul_narrow_kernel.h's.
+  if constexpr (Bits != 8)
+    fail("low_bit_matmul: the baseline's {}-bit tiles run low_bit_dequantize_narrow_rows", Bits);
+  else
+    dequantize_baseline<Bits>(a, begin, end, out);
 }
 
 }  // namespace
@@ -338,6 +318,8 @@ void low_bit_dequantize_rows(const LowBitKernelArgs& args, int64_t begin, int64_
     float* rows_out = out + (first - begin) * args.x_stride;
     if (target == CpuTarget::kAvx2)
       return low_bit_dequantize_avx2_rows(args, first, last, rows_out);
+    if (target == CpuTarget::kBaseline && args.bits <= 4)
+      return low_bit_dequantize_narrow_rows(args, first, last, rows_out);
     switch (args.bits) {
       case 2:
         return dequantize_on<2>(target, args, first, last, rows_out);

@@ -26,6 +26,9 @@ struct LowBitKernelArgs {
   // by the power of two that cancels its code's bit position (ops/low_bit_decode_order.h), which
   // those codes require: low_bit_matmul_cpu makes it; null for every other code.
   const float* x_decode_order = nullptr;
+  // int8 activations in the baseline's kernel (ops/low_bit_matmul_narrow_kernel.h): each block's
+  // d_b (batch, x_stride / 32), x_decode_order then holding the rounded q; null otherwise.
+  const float* block_scales = nullptr;
 };
 
 // Dequantizes in registers, 16 codes at a time (2-4 bits: a table of the group's (code - zero) *
