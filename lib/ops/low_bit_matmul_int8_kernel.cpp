@@ -101,49 +101,28 @@ void check_weight(const at::Tensor& padded, const LowBitWeight& w, const char* w
     fail("{}: x must be float32 (rows, {}) on the CPU", what, width);
 }
 
-struct KernelArgs {
-  const int8_t* xq;
-  const float* xd;    // (batch, blocks)
-  const float* xsum;  // (batch, groups)
-  int64_t batch, blocks;
-  const uint32_t* codes;
-  const float* scales;
-  const float* zeros;
-  const uint16_t* scales16;  // float16 copies of scales and zeros, or null (LowBitHalfScales)
-  const uint16_t* zeros16;
-  int64_t out, groups, blocks_per_group, words_per_row;
-  const int32_t* block_group;  // (blocks): the group of each block
-  float* y;
+// The float kernel's arguments (ops/low_bit_matmul_kernel.h): the weight, y, xsum holding each
+// group's sum_b d_b sum_j q_j and block_scales each block's d_b; then q itself.
+struct KernelArgs : LowBitKernelArgs {
+  const int8_t* xq = nullptr;            // (batch, x_stride), in kPositionCode order
+  const int32_t* block_group = nullptr;  // (x_stride / 32): the group of each block
 };
 
 // Without AVX2 (and when asked for the portable path): the baseline's 4-lane kernel
 // (ops/low_bit_matmul_narrow_kernel.h) on q as floats in its decode order, made once here from
 // the register order of kPositionCode (integers times powers of two: exact).
-void rows_narrow(const KernelArgs& a, int bits, int64_t grain) {
-  const auto& codes_at = position_codes(bits);
+void rows_narrow(const KernelArgs& a, int64_t grain) {
+  const auto& codes_at = position_codes(a.bits);
   int position_of[kBlock];
   for (int pos = 0; pos < kBlock; ++pos) position_of[codes_at[pos]] = pos;
   DecodeSlot slots[kBlock];
-  for (int i = 0; i < kBlock; ++i) slots[i] = decode_slot(bits, i);
-  std::vector<float> q(a.batch * a.blocks * kBlock);
-  for (int64_t b = 0; b < a.batch * a.blocks; ++b)
+  for (int i = 0; i < kBlock; ++i) slots[i] = decode_slot(a.bits, i);
+  std::vector<float> q(a.batch * a.x_stride);
+  for (int64_t b = 0; b < a.batch * a.x_stride / kBlock; ++b)
     for (int i = 0; i < kBlock; ++i)
       q[b * kBlock + i] = a.xq[b * kBlock + position_of[slots[i].code]] * slots[i].factor;
-  LowBitKernelArgs n;
+  LowBitKernelArgs n = a;
   n.x_decode_order = q.data();
-  n.block_scales = a.xd;
-  n.xsum = a.xsum;
-  n.batch = a.batch;
-  n.x_stride = a.blocks * kBlock;
-  n.codes = a.codes;
-  n.scales = a.scales;
-  n.zeros = a.zeros;
-  n.out = a.out;
-  n.groups = a.groups;
-  n.blocks_per_group = a.blocks_per_group;
-  n.words_per_row = a.words_per_row;
-  n.bits = bits;
-  n.y = a.y;
   at::parallel_for(0, a.out, grain, [&](int64_t begin, int64_t end) {
     low_bit_matmul_narrow_int8_rows(n, begin, end);
   });
@@ -227,9 +206,9 @@ RQAT_AVX2_INLINE __m256 eight_block_scales(const KernelArgs& a, const GroupValue
 // per row at its end.
 template <int Bits, int Rows, bool Half>
 RQAT_AVX2_INLINE void rows_tile(const KernelArgs& a, int64_t begin, int64_t end, int64_t r0) {
-  const int64_t blocks = a.blocks, row_stride = blocks * kBlock;
+  const int64_t blocks = a.x_stride / kBlock, row_stride = a.x_stride;
   const int8_t* xq = a.xq + r0 * row_stride;
-  const float* xd = a.xd + r0 * blocks;
+  const float* xd = a.block_scales + r0 * blocks;
   alignas(32) float factors[Rows][8];
   for (int64_t o = begin; o < end; ++o) {
     const uint32_t* codes = a.codes + o * a.words_per_row;
@@ -309,8 +288,8 @@ void rows_avx2(const KernelArgs& a, int64_t begin, int64_t end) {
 #endif
 
 #ifdef RQAT_INT8_AVX2
-void run_avx2_rows(const KernelArgs& a, int bits, int64_t begin, int64_t end) {
-  switch (bits) {
+void run_avx2_rows(const KernelArgs& a, int64_t begin, int64_t end) {
+  switch (a.bits) {
     case 2:
       return rows_avx2<2>(a, begin, end);
     case 3:
@@ -361,10 +340,10 @@ at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
   at::Tensor y = at::empty({padded.size(0), w.out_features}, at::kFloat);
   KernelArgs a{};
   a.xq = xq.values.data_ptr<int8_t>();
-  a.xd = xq.scales.data_ptr<float>();
+  a.block_scales = xq.scales.data_ptr<float>();
   a.xsum = xq.group_sums.data_ptr<float>();
   a.batch = padded.size(0);
-  a.blocks = xq.scales.size(1);
+  a.x_stride = padded.size(1);
   a.codes = reinterpret_cast<const uint32_t*>(codes.data_ptr<int32_t>());
   a.scales = scales.data_ptr<float>();
   a.zeros = zeros.data_ptr<float>();
@@ -376,8 +355,9 @@ at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
   a.groups = w.groups();
   a.blocks_per_group = w.blocks_per_group();
   a.words_per_row = w.words_per_row();
-  std::vector<int32_t> block_group(a.blocks);
-  for (int64_t b = 0; b < a.blocks; ++b)
+  a.bits = w.bits;
+  std::vector<int32_t> block_group(a.x_stride / kBlock);
+  for (int64_t b = 0; b < a.x_stride / kBlock; ++b)
     block_group[b] = static_cast<int32_t>(b / a.blocks_per_group);
   a.block_group = block_group.data();
   a.y = y.data_ptr<float>();
@@ -388,11 +368,11 @@ at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
 #ifdef RQAT_INT8_AVX2
   if (!portable && cpu_target() >= CpuTarget::kAvx2) {
     at::parallel_for(0, a.out, grain,
-                     [&](int64_t begin, int64_t end) { run_avx2_rows(a, w.bits, begin, end); });
+                     [&](int64_t begin, int64_t end) { run_avx2_rows(a, begin, end); });
     return y;
   }
 #endif
-  rows_narrow(a, w.bits, grain);
+  rows_narrow(a, grain);
   return y;
 }
 

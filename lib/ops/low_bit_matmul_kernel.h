@@ -22,9 +22,10 @@ struct LowBitKernelArgs {
   int64_t out = 0, groups = 0, blocks_per_group = 0, words_per_row = 0;
   int bits = 4;
   float* y = nullptr;  // (batch, out)
-  // x again in the order the 4-bit codes of AVX2 and the baseline decode codes, each value scaled
-  // by the power of two that cancels its code's bit position (ops/low_bit_decode_order.h), which
-  // those codes require: low_bit_matmul_cpu makes it; null for every other code.
+  // x again in the order the AVX2 4-bit code and the baseline's 2-4-bit code decode codes, each
+  // value scaled by the power of two that cancels its code's bit position
+  // (ops/low_bit_decode_order.h), which those codes require: low_bit_matmul_cpu makes it (the int8
+  // kernel, its q); null for every other code.
   const float* x_decode_order = nullptr;
   // int8 activations in the baseline's kernel (ops/low_bit_matmul_narrow_kernel.h): each block's
   // d_b (batch, x_stride / 32), x_decode_order then holding the rounded q; null otherwise.
