@@ -84,12 +84,17 @@ void print_rows(const std::vector<Row>& rows, const char* unit) {
                              r.tokens_per_second[1] / rows.front().tokens_per_second[1]);
 }
 
-ops::LowBitWeight quantize_rtn(const at::Tensor& w, int bits, int64_t group) {
+// GPTQ-checkpoint-like (`checkpoint`): float16 scales, as checkpoints store them, so that the
+// kernels read their float16 copies (ops/low_bit_weight.h).
+ops::LowBitWeight quantize_rtn(const at::Tensor& w, int bits, int64_t group, bool symmetric = false,
+                               bool checkpoint = false) {
   quant::QuantSpec spec;
   spec.bits = bits;
   spec.group_size = group;
+  spec.symmetric = symmetric;
   const quant::QuantizedWeight q = quant::rtn_quantize(w, spec);
-  return ops::pack_low_bit(q.codes, q.scales, q.zeros, bits, group, {}, "bench");
+  const at::Tensor scales = checkpoint ? q.scales.to(at::kHalf).to(at::kFloat) : q.scales;
+  return ops::pack_low_bit(q.codes, scales, q.zeros, bits, group, {}, "bench");
 }
 
 std::vector<Row> layer_stack(int64_t size, int layers, int repeats) {
@@ -129,6 +134,18 @@ std::vector<Row> layer_stack(int64_t size, int layers, int repeats) {
     }
     measure(Row{fmt::format("packed W{} g128", bits), {0, 0}, bytes}, at::kFloat,
             [&](const at::Tensor& h, int l) { return ops::low_bit_matmul(h, w[l]); });
+  }
+  // W4 g32 as GPTQ checkpoints hold it (float16 scales), asymmetric and symmetric: what the one
+  // zero of a symmetric weight saves (ops/low_bit_weight.h's low_bit_zeros_shared).
+  for (const bool symmetric : {false, true}) {
+    std::vector<ops::LowBitWeight> w;
+    double bytes = 0;
+    for (const auto& d : dense) {
+      w.push_back(quantize_rtn(d, 4, 32, symmetric, /*checkpoint=*/true));
+      bytes += static_cast<double>(w.back().bytes());
+    }
+    measure(Row{fmt::format("packed W4 g32 {}", symmetric ? "sym" : "asym"), {0, 0}, bytes},
+            at::kFloat, [&](const at::Tensor& h, int l) { return ops::low_bit_matmul(h, w[l]); });
   }
   return rows;
 }

@@ -199,6 +199,48 @@ TEST_CASE("the float kernel reads exact float16 scales and zeros with the same r
   }
 }
 
+TEST_CASE("a symmetric weight's kernels read its one zero with the same results", "[low_bit]") {
+  // Every zero 2^(bits-1), as symmetric GPTQ checkpoints hold them: the AVX2 codes read zeros[0]
+  // (LowBitKernelArgs::zeros_shared) instead of a zero per group. A copy without half_scales has
+  // no such hint and reads them all: bit for bit the same y on every target, float and int8.
+  for (size_t i = 0; i < cases().size(); ++i) {
+    Case c = cases()[i];
+    c.symmetric = true;
+    INFO(describe(c));
+    Quantized q = random_quantized(c, 1100 + i);
+    q.scales = q.scales.to(at::kHalf).to(at::kFloat);
+    const ops::LowBitWeight w = pack(c, q);
+    ops::LowBitWeight per_group = w;
+    per_group.half_scales = nullptr;
+    CHECK(ops::low_bit_zeros_shared(w));
+    CHECK(!ops::low_bit_zeros_shared(per_group));
+    // One zero off, in the last row's last group: no longer shared, and the kernels must see it.
+    Quantized uneven = q;
+    uneven.zeros = q.zeros.clone();
+    uneven.zeros[c.out - 1][uneven.zeros.size(1) - 1] = 1;
+    const ops::LowBitWeight w_uneven = pack(c, uneven);
+    CHECK(!ops::low_bit_zeros_shared(w_uneven));
+    for (int64_t rows : {1, 3, 9}) {
+      const at::Tensor x = at::randn({rows, c.in}, generator(1200 + i * 10 + rows), at::kFloat);
+      const at::Tensor want_uneven = ops::low_bit_matmul_ref(x, w_uneven);
+      const at::Tensor magnitude =
+          at::matmul(x.abs(), ops::dequantize_low_bit(w_uneven).abs().t()).clamp_min(1e-3);
+      const at::Tensor padded = ops::in_kernel_order(x, w).contiguous();
+      for (const auto target : supported_targets()) {
+        INFO(rows << " rows, target " << enum_name(target));
+        ForcedTarget forced(target);
+        CHECK(at::equal(ops::low_bit_matmul_cpu_kernel(x, w),
+                        ops::low_bit_matmul_cpu_kernel(x, per_group)));
+        const at::Tensor uneven_y = ops::low_bit_matmul_cpu_kernel(x, w_uneven);
+        CHECK(((uneven_y - want_uneven).abs() / magnitude).max().item<double>() < 1e-5);
+        if (c.bits <= 4 && c.in % 32 == 0 && (c.group < 0 || c.group % 32 == 0))
+          CHECK(at::equal(ops::low_bit_matmul_int8(padded, w),
+                          ops::low_bit_matmul_int8(padded, per_group)));
+      }
+    }
+  }
+}
+
 TEST_CASE("activations of every magnitude stay within the bound on every target", "[low_bit]") {
   // The AVX2 4-bit code divides x by up to 2^20 (ops/low_bit_matmul_avx2_kernel.h): columns of
   // 1e-33 become subnormal there, columns of 1e30 stay finite. Mixed in one row with ordinary

@@ -110,6 +110,7 @@ WeightOperands weight_operands(const LowBitWeight& w, HalfScales half_scales) {
   op.args.words_per_row = w.words_per_row();
   op.args.x_stride = w.groups() * w.blocks_per_group() * 32;
   op.args.bits = w.bits;
+  op.args.zeros_shared = low_bit_zeros_shared(w);
   const LowBitHalfScales* half =  // lives as long as the weight
       half_scales == HalfScales::kIfExact ? exact_half_scales(w) : nullptr;
   if (half != nullptr) {

@@ -229,6 +229,7 @@ RQAT_AVX2_INLINE void rows_tile(const KernelArgs& a, int64_t begin, int64_t end,
       int k = 0;
       for (; k + 2 <= n; k += 2) {
         const int64_t b = b0 + k;
+        prefetch_codes_ahead(codes + b * Bits);
         const __m256i c0 = block_codes<Bits>(codes + b * Bits);
         const __m256i c1 = block_codes<Bits>(codes + (b + 1) * Bits);
         for (int r = 0; r < Rows; ++r) {
@@ -249,15 +250,22 @@ RQAT_AVX2_INLINE void rows_tile(const KernelArgs& a, int64_t begin, int64_t end,
     }
     const GroupValues<Half> zeros{a.zeros + o * a.groups,
                                   Half ? a.zeros16 + o * a.groups : nullptr};
+    // A symmetric weight's one zero is read once (the same values, the same operations).
+    const float shared_zero = a.zeros_shared ? a.zeros[0] : 0.0f;
     for (int r = 0; r < Rows; ++r) {
       const float* xsum = a.xsum + (r0 + r) * a.groups;
       __m256 zero_lanes = _mm256_setzero_ps();
       int64_t g = 0;
-      for (; g + 8 <= a.groups; g += 8)
-        zero_lanes = _mm256_fmadd_ps(_mm256_mul_ps(scales.eight(g), zeros.eight(g)),
+      for (; g + 8 <= a.groups; g += 8) {
+        const __m256 zero = a.zeros_shared ? _mm256_set1_ps(shared_zero) : zeros.eight(g);
+        zero_lanes = _mm256_fmadd_ps(_mm256_mul_ps(scales.eight(g), zero),
                                      _mm256_loadu_ps(xsum + g), zero_lanes);
+      }
       float zero_term = lanes_sum(zero_lanes);
-      for (; g < a.groups; ++g) zero_term += scales.at(g) * zeros.at(g) * xsum[g];
+      for (; g < a.groups; ++g) {  // one explicit fma: the same rounding whichever zero is read
+        const float zero = a.zeros_shared ? shared_zero : zeros.at(g);
+        zero_term = std::fma(scales.at(g) * zero, xsum[g], zero_term);
+      }
       a.y[(r0 + r) * a.out + o] = lanes_sum(_mm256_add_ps(acc0[r], acc1[r])) - zero_term;
     }
   }
@@ -351,6 +359,7 @@ at::Tensor low_bit_matmul_int8(const at::Tensor& padded, const LowBitWeight& w,
     a.scales16 = reinterpret_cast<const uint16_t*>(half->scales.data_ptr<at::Half>());
     a.zeros16 = reinterpret_cast<const uint16_t*>(half->zeros.data_ptr<at::Half>());
   }
+  a.zeros_shared = low_bit_zeros_shared(w);
   a.out = w.out_features;
   a.groups = w.groups();
   a.blocks_per_group = w.blocks_per_group();

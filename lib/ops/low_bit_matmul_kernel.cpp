@@ -150,6 +150,7 @@ RQAT_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64_t end
       const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
       const Floats table = group_table<Bits>(scale, zero);
       const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
+      prefetch_codes_ahead(block);
       const float* xg = a.x + b0 * a.x_stride + g * group_width;
       int64_t k = 0;
       if constexpr (kFourSets) {

@@ -19,6 +19,11 @@ struct LowBitKernelArgs {
   // reads these where given (fewer bytes, the same values).
   const uint16_t* scales16 = nullptr;
   const uint16_t* zeros16 = nullptr;
+  // Every zero is zeros[0] (a symmetric weight, ops/low_bit_weight.h's low_bit_zeros_shared): the
+  // AVX2 codes (float, and the int8 kernel's) read that one instead of a zero per group, the same
+  // values; the others read zeros, which stays complete (in the per-group scalar loads of the
+  // AVX-512 and baseline codes the choice cost more than it saved).
+  bool zeros_shared = false;
   int64_t out = 0, groups = 0, blocks_per_group = 0, words_per_row = 0;
   int bits = 4;
   float* y = nullptr;  // (batch, out)
@@ -31,6 +36,18 @@ struct LowBitKernelArgs {
   // d_b (batch, x_stride / 32), x_decode_order then holding the rounded q; null otherwise.
   const float* block_scales = nullptr;
 };
+
+// How far ahead of the block it decodes each CPU kernel asks for the codes it will read next
+// (2 KiB): at batch 1 every weight comes from memory once, and without the hint the kernels waited
+// on their code loads (a third of the AVX2 GEMV's samples sat on that load) while the hardware's
+// prefetcher alone kept well behind what dense GEMVs stream. Measured on the 4-layer 4096-wide W4
+// g32 model at 2 threads (docs/performance.md, 2026-12-06): decode +15-50% on every target; 256 to
+// 2,048 words ahead were within noise of each other, 64 too few. A row's last hints reach into the
+// next row's codes, which the same task reads next (a prefetch of any address is harmless).
+inline constexpr int64_t kLowBitPrefetchWords = 512;
+inline void prefetch_codes_ahead(const uint32_t* codes) {
+  __builtin_prefetch(codes + kLowBitPrefetchWords, /*read*/ 0, /*keep in all levels*/ 3);
+}
 
 // Dequantizes in registers, 16 codes at a time (2-4 bits: a table of the group's (code - zero) *
 // scale; 8 bits: scale * (sum_j x_j code_j - zero * sum_j x_j) per group), float32 accumulation;

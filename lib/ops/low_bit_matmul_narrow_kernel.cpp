@@ -125,6 +125,7 @@ RQAT_LANES_INLINE void rows_tile(const LowBitKernelArgs& a, int64_t begin, int64
       const float scale = a.scales[o * a.groups + g], zero = a.zeros[o * a.groups + g];
       Floats4 acc[Rows][kC] = {};
       const uint32_t* block = row_codes + g * a.blocks_per_group * Bits;
+      prefetch_codes_ahead(block);
       const float* xg = a.x_decode_order + b0 * a.x_stride + g * group_width;
       for (int64_t k = 0; k < a.blocks_per_group; ++k) {
         const BlockWords<Bits> words(block + Bits * k);

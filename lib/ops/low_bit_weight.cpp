@@ -174,4 +174,14 @@ const LowBitHalfScales* exact_half_scales(const LowBitWeight& w) {
   return half.scales.defined() ? &half : nullptr;
 }
 
+bool low_bit_zeros_shared(const LowBitWeight& w) {
+  if (!w.half_scales || w.zeros.numel() == 0) return false;
+  LowBitHalfScales& half = *w.half_scales;
+  std::call_once(half.zeros_checked, [&] {
+    const at::Tensor zeros = w.zeros.cpu();
+    half.zeros_shared = at::equal(zeros, at::full_like(zeros, zeros.flatten()[0].item<float>()));
+  });
+  return half.zeros_shared;
+}
+
 }  // namespace rqat::ops

@@ -32,9 +32,15 @@ namespace rqat::ops {
 // float32 values exactly, as GPTQ checkpoints' float16 scales and integer zeros do: the kernel then
 // reads 4 bytes per group instead of 8 (a W4 g32 weight: 5 bits a weight instead of 6), with the
 // same results.
+// Made in the same way, for the AVX2 codes (float and int8): whether all the weight's zeros are
+// one value, as symmetric quantization's are (GPTQ's default: 2^(bits-1) everywhere). They then
+// read the one zero instead of a zero per group (2 bytes fewer per group: a W4 g32 weight with
+// float16 scales reads 18 bytes per 32 weights instead of 20), with the same results.
 struct LowBitHalfScales {
   std::once_flag made;
   at::Tensor scales, zeros;  // float16 (out, groups); undefined where float16 is not exact
+  std::once_flag zeros_checked;
+  bool zeros_shared = false;
 };
 
 struct LowBitWeight {
@@ -62,6 +68,10 @@ struct LowBitWeight {
 // does not hold them exactly, or the weight has no half_scales (then kernels read the float32 ones:
 // the same values either way).
 const LowBitHalfScales* exact_half_scales(const LowBitWeight& w);
+
+// Whether every zero of the weight is zeros[0][0] (checked at the first call, thread-safe); false
+// for a weight without half_scales, whose kernels then read a zero per group.
+bool low_bit_zeros_shared(const LowBitWeight& w);
 
 // Packs integer codes (out, in) in kernel column order (entries in [0, 2^bits)) with float32
 // scales and zeros (out, groups). Errors name `what`.
