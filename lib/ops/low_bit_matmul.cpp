@@ -110,12 +110,12 @@ WeightOperands weight_operands(const LowBitWeight& w, HalfScales half_scales) {
   op.args.words_per_row = w.words_per_row();
   op.args.x_stride = w.groups() * w.blocks_per_group() * 32;
   op.args.bits = w.bits;
-  op.args.zeros_shared = low_bit_zeros_shared(w);
   const LowBitHalfScales* half =  // lives as long as the weight
       half_scales == HalfScales::kIfExact ? exact_half_scales(w) : nullptr;
   if (half != nullptr) {
     op.args.scales16 = reinterpret_cast<const uint16_t*>(half->scales.data_ptr<at::Half>());
     op.args.zeros16 = reinterpret_cast<const uint16_t*>(half->zeros.data_ptr<at::Half>());
+    op.args.zeros_shared = low_bit_zeros_shared(w);  // read by the same AVX2 code only
   }
   return op;
 }

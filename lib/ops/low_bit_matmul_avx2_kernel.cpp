@@ -104,7 +104,8 @@ RQAT_AVX2_INLINE __m256 eight_group_values(const float* f32, const uint16_t* f16
 // Independent accumulators per row of x: at one row (decode) each eighth of a block has its own
 // chain of fused multiply-adds, so a block's four never wait on each other (a group's chains start
 // afresh, so consecutive groups overlap as well; W4 g128 at batch 1: 6% more tokens/s than with
-// two chains); two chains at up to 4 rows, within the 16 registers at many (sets x rows <= 8).
+// two chains, within build-layout noise); two chains at up to 4 rows, within the 16 registers at
+// many (sets x rows <= 8).
 template <int Rows>
 constexpr int kSets = Rows == 1   ? 4
                       : Rows <= 4 ? 2

@@ -41,8 +41,9 @@ struct LowBitKernelArgs {
 // (2 KiB): at batch 1 every weight comes from memory once, and without the hint the kernels waited
 // on their code loads (a third of the AVX2 GEMV's samples sat on that load) while the hardware's
 // prefetcher alone kept well behind what dense GEMVs stream. Measured on the 4-layer 4096-wide W4
-// g32 model at 2 threads (docs/performance.md, 2026-12-06): decode +15-50% on every target; 256 to
-// 2,048 words ahead were within noise of each other, 64 too few. A row's last hints reach into the
+// g32 model at 2 threads (docs/performance.md, 2026-12-06): avx2 decode +60% (float) and +50%
+// (int8); the AVX-512 float code and the baseline's within noise to +5%. 256 to 2,048 words ahead
+// were within noise of each other, 64 too few. A row's last hints reach into the
 // next row's codes, which the same task reads next (a prefetch of any address is harmless).
 inline constexpr int64_t kLowBitPrefetchWords = 512;
 inline void prefetch_codes_ahead(const uint32_t* codes) {
