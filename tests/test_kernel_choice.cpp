@@ -27,6 +27,7 @@
 #include "ops/low_bit_matmul.h"
 #include "ops/paged_attention.h"
 #include "ops/rms_norm.h"
+#include "ops/rotary.h"
 #include "ops/swiglu.h"
 #include "ops/token_sampling.h"
 #include "quant/fake_quant_linear.h"
@@ -173,6 +174,17 @@ at::Tensor swiglu_call(const c10::Device& d) {
   return flat({h.detach(), grads[0], grads[1]});
 }
 
+// The rotary embedding of keys in a training step: output and the gradient of x.
+at::Tensor rotary_call(const c10::Device& d) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  at::AutoGradMode enable(true);
+  auto x = at::randn({2, 6, 3, 16}, gen).to(d).transpose(1, 2).requires_grad_();
+  const auto angles = at::randn({2, 6, 16}, gen).to(d);
+  auto y = ops::rotary(x, angles.cos(), angles.sin());
+  const auto grads = torch::autograd::grad({y}, {x}, {at::randn({2, 3, 6, 16}, gen).to(d)});
+  return flat({y.detach(), grads[0]});
+}
+
 std::function<at::Tensor(const c10::Device&)> call_of(Kernel kernel) {
   switch (kernel) {
     case Kernel::kFakeQuant:
@@ -193,6 +205,8 @@ std::function<at::Tensor(const c10::Device&)> call_of(Kernel kernel) {
       return forward_kl_call;
     case Kernel::kSwiglu:
       return swiglu_call;
+    case Kernel::kRotary:
+      return rotary_call;
     case Kernel::kCount:
       break;
   }

@@ -5,10 +5,10 @@
 
 #include <cmath>
 
-#include "model/rotary.h"
 #include "ops/attention.h"
 #include "ops/paged_attention.h"
 #include "ops/rms_norm.h"
+#include "ops/rotary.h"
 #include "ops/swiglu.h"
 
 namespace rqat::model {
@@ -71,8 +71,8 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionContext& ctx,
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  q = apply_rotary(q.transpose(1, 2), ctx.cos, ctx.sin);  // (B, heads, T, D)
-  k = apply_rotary(k.transpose(1, 2), ctx.cos, ctx.sin);  // (B, kv_heads, T, D)
+  q = ops::rotary(q.transpose(1, 2), ctx.cos, ctx.sin);  // (B, heads, T, D)
+  k = ops::rotary(k.transpose(1, 2), ctx.cos, ctx.sin);  // (B, kv_heads, T, D)
   v = v.transpose(1, 2);
 
   if (ctx.paged != nullptr) return o_proj->forward(paged_attention(q, k, v, ctx, layer_index));

@@ -44,7 +44,7 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& pos
   auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // (B, T, D/2)
   // Both halves of a head share the angles: each computed once, the halves joined after (the same
   // values as cos/sin of the angles repeated). The rotate-half sign is folded into sin (see
-  // apply_rotary); negation is exact.
+  // ops/rotary.h); negation is exact.
   const auto cos_half = freqs.cos().to(dtype), sin_half = freqs.sin().to(dtype);
   return {at::cat({cos_half, cos_half}, -1), at::cat({-sin_half, sin_half}, -1)};
 }
@@ -66,14 +66,6 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin_lookup(const at::Tens
   const auto shape = std::vector<int64_t>{positions.size(0), positions.size(1), -1};
   return {table_cos_.index_select(0, flat).view(shape),
           table_sin_.index_select(0, flat).view(shape)};
-}
-
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& signed_sin) {
-  // Hugging Face's x * cos + cat(-x2, x1) * sin, as x * cos + cat(x2, x1) * cat(-sin1, sin2):
-  // (-x2) * sin == x2 * (-sin) exactly, so the result is bit for bit the same, but one roll
-  // replaces a negation and a concatenation, and its gradient is one roll back instead of two
-  // zero-filled slice copies, a negation and two additions (12 fewer launches a layer in training).
-  return x * cos.unsqueeze(1) + x.roll(x.size(-1) / 2, -1) * signed_sin.unsqueeze(1);
 }
 
 }  // namespace rqat::model

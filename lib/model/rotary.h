@@ -16,7 +16,7 @@ class RotaryEmbedding {
 
   // positions: (B, T) int64 -> cos, signed_sin: (B, T, head_dim) in `dtype` on positions'
   // device; signed_sin is sin with its first half negated (the rotate-half sign, for
-  // apply_rotary).
+  // ops::rotary).
   std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions,
                                             at::ScalarType dtype) const;
   const at::Tensor& inv_freq() const { return inv_freq_; }  // (head_dim / 2) float32, on the CPU
@@ -34,9 +34,5 @@ class RotaryEmbedding {
   mutable at::Tensor inv_freq_on_device_;
   at::Tensor table_cos_, table_sin_;  // (n, head_dim), grown on demand
 };
-
-// x: (B, H, T, D); cos, signed_sin: (B, T, D) as cos_sin gives them. Bit for bit Hugging Face's
-// x * cos + rotate_half(x) * sin.
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& signed_sin);
 
 }  // namespace rqat::model

@@ -23,6 +23,7 @@
 #include "ops/kernel_self_checks.h"
 #include "ops/low_bit_matmul.h"
 #include "ops/rms_norm.h"
+#include "ops/rotary.h"
 #include "ops/swiglu.h"
 
 #ifdef RQAT_WITH_CUDA
@@ -181,6 +182,8 @@ bool custom_kernel_exists(Kernel kernel, const c10::Device& device) {
       return fused_forward_kl_exists(device);
     case Kernel::kSwiglu:
       return fused_swiglu_exists(device);
+    case Kernel::kRotary:
+      return fused_rotary_exists(device);
     case Kernel::kPagedDecodeAttention:
     case Kernel::kCudaGraphs:
 #ifdef RQAT_WITH_CUDA
@@ -249,6 +252,8 @@ std::optional<KernelCheck> run_kernel_self_check(Kernel kernel, const c10::Devic
       return check_forward_kl(device);
     case Kernel::kSwiglu:
       return check_swiglu(device);
+    case Kernel::kRotary:
+      return check_rotary(device);
     case Kernel::kCudaGraphs:
     case Kernel::kCount:
       break;

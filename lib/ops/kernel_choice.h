@@ -48,12 +48,14 @@ enum class Kernel {
   kRmsNorm,               // RMSNorm forward/backward (CPU loops, CUDA: PyTorch's fused kernels)
   kForwardKl,             // the distillation loss's KL per token, forward/backward (CPU loops)
   kSwiglu,                // the MLP's silu(gate) * up in training, forward/backward (CPU loops)
+  kRotary,                // rotary embedding of q and k, forward/backward (CPU loops, bit-exact)
   kCount
 };
 constexpr EnumNames<Kernel> enum_names(Kernel) {
   return {"fake_quant",     "fused_attention", "paged_decode_attention",
           "low_bit_matmul", "token_sampling",  "cuda_graphs",
-          "rms_norm",       "forward_kl",      "swiglu"};
+          "rms_norm",       "forward_kl",      "swiglu",
+          "rotary"};
 }
 
 // What a self-check found. The error of a case is max |custom - twin| / scale over its elements

@@ -25,6 +25,7 @@ KernelCheck check_token_sampling(const c10::Device& device);
 KernelCheck check_rms_norm(const c10::Device& device);
 KernelCheck check_forward_kl(const c10::Device& device);
 KernelCheck check_swiglu(const c10::Device& device);
+KernelCheck check_rotary(const c10::Device& device);
 
 // The cases of one check. Each case computes the custom result and the twin's (`want`, usually in
 // float64) and compares them: error = max |got - want| / scale over the elements (scale a tensor

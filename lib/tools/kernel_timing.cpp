@@ -22,6 +22,7 @@
 #include "ops/low_bit_weight.h"
 #include "ops/paged_attention.h"
 #include "ops/rms_norm.h"
+#include "ops/rotary.h"
 #include "ops/swiglu.h"
 #include "ops/token_sampling.h"
 
@@ -162,6 +163,25 @@ Pair swiglu_pair(const c10::Device& device) {
           [=] { step(true); }, [=] { step(false); }};
 }
 
+// A training step's rotary embedding of the queries at Qwen3-0.6B's width (16 heads of 128), x in
+// the projection's order as the model passes it, forward and backward.
+Pair rotary_pair(const c10::Device& device) {
+  const int64_t batch = 4, steps = 256, heads = 16, dim = 128;
+  auto x = ops::check_randn({batch, steps, heads, dim}, 19, device).transpose(1, 2);
+  x.requires_grad_();
+  const auto angles = ops::check_randn({batch, steps, dim}, 20, device);
+  const auto cos = angles.cos(), sin = angles.sin();
+  auto grad = ops::check_randn({batch, heads, steps, dim}, 21, device);
+  const auto step = [=](bool fused) {
+    at::AutoGradMode enable(true);
+    auto y = fused ? ops::fused_rotary(x, cos, sin) : ops::rotary_ref(x, cos, sin);
+    torch::autograd::grad({y}, {x}, {grad});
+  };
+  return {fmt::format("forward and backward, {} x {} positions, {} heads of {}, float32", batch,
+                      steps, heads, dim),
+          [=] { step(true); }, [=] { step(false); }};
+}
+
 std::optional<Pair> pair_of(ops::Kernel kernel, const c10::Device& device) {
   switch (kernel) {
     case ops::Kernel::kFakeQuant:
@@ -180,6 +200,8 @@ std::optional<Pair> pair_of(ops::Kernel kernel, const c10::Device& device) {
       return forward_kl_pair(device);
     case ops::Kernel::kSwiglu:
       return swiglu_pair(device);
+    case ops::Kernel::kRotary:
+      return rotary_pair(device);
     case ops::Kernel::kCudaGraphs:  // timed with its check (decode_graph_check.h)
     case ops::Kernel::kCount:
       break;

@@ -112,7 +112,7 @@ def test_eval_math_kernels_fall_back_bit_for_bit(work, device):
                 "--max-new-tokens", "24", "--device", device, "--threads", "1", "--quiet")
 
     used = check_modes(tool_args, lambda mode: work / f"eval_{device}_{mode}", ["samples.jsonl"], device)
-    expected = {"low_bit_matmul", "fused_attention", "token_sampling"} if device == "cpu" else \
+    expected = {"low_bit_matmul", "fused_attention", "token_sampling", "rotary"} if device == "cpu" else \
         {"low_bit_matmul", "paged_decode_attention", "cuda_graphs"}
     assert expected <= set(used), used
 
@@ -127,8 +127,8 @@ def test_qat_kd_kernels_fall_back_bit_for_bit(work, device):
 
     used = check_modes(tool_args, lambda mode: work / f"kd_{device}_{mode}", ["model.safetensors"], device)
     assert "fake_quant" in used, used
-    if device == "cpu":  # the CPU's fused attention, distillation loss and SwiGLU
-        assert {"fused_attention", "forward_kl", "swiglu"} <= set(used), used
+    if device == "cpu":  # the CPU's fused attention, distillation loss, SwiGLU and rotary embedding
+        assert {"fused_attention", "forward_kl", "swiglu", "rotary"} <= set(used), used
 
 
 def test_doctor_reports_every_check_and_fails_on_a_bad_kernel(tmp_path):
@@ -142,19 +142,19 @@ def test_doctor_reports_every_check_and_fails_on_a_bad_kernel(tmp_path):
     for item in ("rqat revision", "torch (LibTorch)", "GPUs visible", "NCCL", "kernel mode", "CPU target"):
         assert f"| {item} |" in text, item
     for kernel in ("fake_quant", "fused_attention", "low_bit_matmul", "token_sampling", "rms_norm",
-                   "forward_kl", "swiglu"):
+                   "forward_kl", "swiglu", "rotary"):
         assert f"| {kernel} | ok |" in text, kernel
         assert sum(line.startswith(f"| {kernel} |") for line in text.splitlines()) == 2  # check and timing
     assert "| gloo | 2 |" in text and "ok: exact sum" in text
     if not HAVE_GPU:
         assert "No GPU: torch sees no CUDA device" in text and "| GPUs visible | none |" in text
-    assert "**All 8 checks passed.**" in text
+    assert "**All 9 checks passed.**" in text
 
     bad = run(RQAT_BIN, "doctor", "--device", "cpu", "--no-timing", env={"RQAT_TEST_KERNEL_FAULT": "low_bit_matmul"},
               expect=1)
     assert "| low_bit_matmul | **FAILED** |" in bad.stdout
     assert "| fake_quant | ok |" in bad.stdout
-    assert "1 of 8 checks FAILED: low_bit_matmul" in bad.stdout
+    assert "1 of 9 checks FAILED: low_bit_matmul" in bad.stdout
     assert "Custom kernels against their twins" not in bad.stdout
     # Our one line; c10d may add its own warnings from the all-reduce's rendezvous (a node without a
     # network cannot name the client socket: seen under scripts/test-no-root's offline step).
