@@ -1,7 +1,9 @@
 // See attention_kernel.h. Scores (and, in the backward, dout . v) run over keys, 16 lanes at a
 // time, with the key and value blocks stored transposed (dim, keys): a score vector is `dim`
 // multiply-adds of a broadcast query element with 16 keys, which keeps every lane busy for any head
-// size (a loop over the head dimension would leave most of a vector idle at head_dim 8). Sums over
+// size (a loop over the head dimension would leave most of a vector idle at head_dim 8). Query rows
+// go four at a time (columns_dot_rows): each vector of keys is loaded once for four rows, and the
+// eight accumulators (two vectors of keys each) keep the multiply-add units busy. Sums over
 // keys weighted by probabilities (out, dq) keep a row of the head in registers when the head is a
 // multiple of 16, and fall back to dot products with the transposed block otherwise. Every loop
 // keeps several independent chains of multiply-adds, so it runs at the rate of the units rather
@@ -145,35 +147,36 @@ RQAT_INLINE bool span_of(const RowKeys& keys, int64_t first, int64_t n, Span& sp
   return true;
 }
 
-// result[j] = sum_d x[d] * mt[d, j] for the lanes [begin, end) (whole vectors) of a (dim, width)
-// matrix. Four vectors of keys at a time: each has its own chain of multiply-adds, so the loop
-// runs at the rate of the multiply-add units rather than at one per multiply-add latency.
-RQAT_INLINE void columns_dot(const float* x, const float* mt, int64_t dim, int64_t width,
-                             int64_t begin, int64_t end, float* result) {
+// results[x][j] = sum_d xs[x][d] * mt[d, j] for the kRowsTogether rows xs and the lanes
+// [begin, end) (whole vectors) of a (dim, width) matrix. Each vector of mt is loaded once for all
+// the rows, and two vectors of keys at a time give eight independent chains of multiply-adds: the
+// loop runs at the rate of the multiply-add units, where one row at a time waited on its loads and
+// on the latency of too few chains.
+RQAT_INLINE void columns_dot_rows(const float* const* xs, const float* mt, int64_t dim,
+                                  int64_t width, int64_t begin, int64_t end,
+                                  float* const* results) {
   int64_t j = begin;
-  for (; j + 4 * kLanes <= end; j += 4 * kLanes) {
-    Floats a0{}, a1{}, a2{}, a3{};
+  for (; j + 2 * kLanes <= end; j += 2 * kLanes) {
+    Floats a[kRowsTogether]{}, b[kRowsTogether]{};
     for (int64_t d = 0; d < dim; ++d) {
-      const float* row = mt + d * width + j;
-      a0 += x[d] * load(row);
-      a1 += x[d] * load(row + kLanes);
-      a2 += x[d] * load(row + 2 * kLanes);
-      a3 += x[d] * load(row + 3 * kLanes);
+      const Floats k0 = load(mt + d * width + j), k1 = load(mt + d * width + j + kLanes);
+      for (int64_t x = 0; x < kRowsTogether; ++x) {
+        a[x] += xs[x][d] * k0;
+        b[x] += xs[x][d] * k1;
+      }
     }
-    store(result + j, a0);
-    store(result + j + kLanes, a1);
-    store(result + j + 2 * kLanes, a2);
-    store(result + j + 3 * kLanes, a3);
+    for (int64_t x = 0; x < kRowsTogether; ++x) {
+      store(results[x] + j, a[x]);
+      store(results[x] + j + kLanes, b[x]);
+    }
   }
-  for (; j < end; j += kLanes) {
-    Floats a0{}, a1{};  // the dimension split over two chains
-    int64_t d = 0;
-    for (; d + 1 < dim; d += 2) {
-      a0 += x[d] * load(mt + d * width + j);
-      a1 += x[d + 1] * load(mt + (d + 1) * width + j);
+  if (j < end) {  // one vector left
+    Floats a[kRowsTogether]{};
+    for (int64_t d = 0; d < dim; ++d) {
+      const Floats k0 = load(mt + d * width + j);
+      for (int64_t x = 0; x < kRowsTogether; ++x) a[x] += xs[x][d] * k0;
     }
-    if (d < dim) a0 += x[d] * load(mt + d * width + j);
-    store(result + j, a0 + a1);
+    for (int64_t x = 0; x < kRowsTogether; ++x) store(results[x] + j, a[x]);
   }
 }
 
@@ -230,16 +233,53 @@ RQAT_INLINE void weighted_sum(const float* weights, const float* rows, const flo
   }
 }
 
-// scores[j] = sum_d query[d] * kt[d, j] over the span's lanes; keys outside [lo, hi) or masked off
-// become -inf.
-RQAT_INLINE void row_scores(const float* query, const float* kt, int64_t dim, int64_t width,
-                            const Span& span, const uint8_t* mask_row, float* scores) {
-  columns_dot(query, kt, dim, width, span.begin, span.end, scores);
+// Of a row's scores over the span's lanes, those of keys outside [lo, hi) or masked off become
+// -inf.
+RQAT_INLINE void mask_scores(const Span& span, const uint8_t* mask_row, float* scores) {
   for (int64_t j = span.begin; j < span.lo; ++j) scores[j] = -kInf;
   for (int64_t j = span.hi; j < span.end; ++j) scores[j] = -kInf;
   if (mask_row) {
     for (int64_t j = span.lo; j < span.hi; ++j)
       if (!mask_row[j]) scores[j] = -kInf;
+  }
+}
+
+// The rows [r0, r0 + kRowsTogether) of a task that see keys of the block [first, first + n): each
+// one's own span, and the union of their lanes [begin, end) (empty: begin >= end), which all of
+// them visit (a row's keys outside its own span get probability 0).
+struct RowGroup {
+  Span spans[kRowsTogether];
+  bool active[kRowsTogether];
+  int64_t begin, end;
+};
+
+RQAT_INLINE RowGroup row_group(const Task& t, int64_t r0, int64_t rows, int64_t first, int64_t n,
+                               const float* lse) {
+  RowGroup g;
+  g.begin = t.width();
+  g.end = 0;
+  for (int64_t x = 0; x < kRowsTogether; ++x) {
+    const int64_t r = r0 + x;
+    g.active[x] = r < rows && (lse == nullptr || lse[r] != kInf) &&
+                  span_of(t.keys_of(r % t.p->queries), first, n, g.spans[x]);
+    if (!g.active[x]) continue;
+    g.begin = std::min(g.begin, g.spans[x].begin);
+    g.end = std::max(g.end, g.spans[x].end);
+  }
+  return g;
+}
+
+// The group's queries times the scale, one row of `dim` each in `scaled` (zero for inactive rows,
+// whose scores are then computed and ignored).
+RQAT_INLINE void scaled_queries(const RowGroup& g, const float* q, int64_t r0, int64_t dim,
+                                float scale, float* scaled) {
+  for (int64_t x = 0; x < kRowsTogether; ++x) {
+    float* query = scaled + x * dim;
+    if (!g.active[x]) {
+      std::fill(query, query + dim, 0.0f);
+      continue;
+    }
+    for (int64_t d = 0; d < dim; ++d) query[d] = q[(r0 + x) * dim + d] * scale;
   }
 }
 
@@ -249,53 +289,66 @@ void forward_task(const Task& t, const float* q, const float* k, const float* v,
   const AttentionProblem& p = *t.p;
   const int64_t dim = p.dim, queries = p.queries, rows = t.group * queries;
   const int64_t width = t.width();
-  Workspace w({dim * width, dim * width, width, dim, rows, rows});
-  float *kt = w[0], *vt = w[1], *scores = w[2], *query = w[3], *running_max = w[4],
+  Workspace w({dim * width, dim * width, kRowsTogether * width, kRowsTogether * dim, rows, rows});
+  float *kt = w[0], *vt = w[1], *scores = w[2], *queries_scaled = w[3], *running_max = w[4],
         *running_sum = w[5];
   std::fill(running_max, running_max + rows, -kInf);
   std::fill(running_sum, running_sum + rows, 0.0f);
   std::fill(out, out + rows * dim, 0.0f);
+  float* row_scores[kRowsTogether];
+  const float* row_queries[kRowsTogether];
+  for (int64_t x = 0; x < kRowsTogether; ++x) {
+    row_scores[x] = scores + x * width;
+    row_queries[x] = queries_scaled + x * dim;
+  }
   for (int64_t first = 0; first < p.keys; first += t.block) {
     const int64_t n = std::min(t.block, p.keys - first);
     transpose_block(k, first, n, dim, width, kt);
     transpose_block(v, first, n, dim, width, vt);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = r % queries;
-      const RowKeys& keys = t.keys_of(i);
-      Span span;
-      if (!span_of(keys, first, n, span)) continue;
-      for (int64_t d = 0; d < dim; ++d) query[d] = q[r * dim + d] * p.scale;
-      const uint8_t* mask_row = keys.dense ? nullptr : t.mask + i * p.keys + first;
-      row_scores(query, kt, dim, width, span, mask_row, scores);
-      Floats block_max = splat(-kInf);
-      Ints nan_lanes{};
-      for (int64_t j = span.begin; j < span.end; j += kLanes) {
-        const Floats s = load(scores + j);
-        block_max = s > block_max ? s : block_max;
-        nan_lanes |= s != s;
+    // Rows four at a time: their scores in one pass over the keys (columns_dot_rows), then each
+    // row's online softmax and weighted sum of values on its own.
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowsTogether) {
+      const RowGroup g = row_group(t, r0, rows, first, n, nullptr);
+      if (g.begin >= g.end) continue;
+      scaled_queries(g, q, r0, dim, p.scale, queries_scaled);
+      columns_dot_rows(row_queries, kt, dim, width, g.begin, g.end, row_scores);
+      for (int64_t x = 0; x < kRowsTogether; ++x) {
+        if (!g.active[x]) continue;
+        const int64_t r = r0 + x, i = r % queries;
+        const RowKeys& keys = t.keys_of(i);
+        const Span span{g.begin, g.end, g.spans[x].lo, g.spans[x].hi};
+        float* row = row_scores[x];
+        mask_scores(span, keys.dense ? nullptr : t.mask + i * p.keys + first, row);
+        Floats block_max = splat(-kInf);
+        Ints nan_lanes{};
+        for (int64_t j = span.begin; j < span.end; j += kLanes) {
+          const Floats s = load(row + j);
+          block_max = s > block_max ? s : block_max;
+          nan_lanes |= s != s;
+        }
+        // A NaN score (NaN or infinite inputs) makes the row NaN, as in ATen, rather than being
+        // taken for a masked key: the trainer's NaN check relies on it.
+        bool nan_seen = false;
+        for (int64_t l = 0; l < kLanes; ++l) nan_seen |= nan_lanes[l] != 0;
+        const float new_max = nan_seen ? std::numeric_limits<float>::quiet_NaN()
+                                       : std::max(running_max[r], lane_max(block_max));
+        if (new_max == -kInf) continue;  // every key of this block masked off
+        // Online softmax: what was summed under the old maximum is rescaled to the new one.
+        const float rescale = std::exp(running_max[r] - new_max);
+        Floats total{};
+        for (int64_t j = span.begin; j < span.end; j += kLanes) {
+          const Floats s = load(row + j);
+          const Floats e = exp_nonpositive(s - new_max);
+          const Floats prob = s == splat(-kInf) ? Floats{} : e;  // NaN stays NaN
+          store(row + j, prob);
+          total += prob;
+        }
+        running_sum[r] = running_sum[r] * rescale + lane_sum(total);
+        running_max[r] = new_max;
+        float* out_row = out + r * dim;
+        for (int64_t d = 0; d < dim; ++d) out_row[d] *= rescale;
+        weighted_sum(row, v + first * dim, vt, dim, width, span, out_row);
       }
-      // A NaN score (NaN or infinite inputs) makes the row NaN, as in ATen, rather than being
-      // taken for a masked key: the trainer's NaN check relies on it.
-      bool nan_seen = false;
-      for (int64_t l = 0; l < kLanes; ++l) nan_seen |= nan_lanes[l] != 0;
-      const float new_max = nan_seen ? std::numeric_limits<float>::quiet_NaN()
-                                     : std::max(running_max[r], lane_max(block_max));
-      if (new_max == -kInf) continue;  // every key of this block masked off
-      // Online softmax: what was summed under the old maximum is rescaled to the new one.
-      const float rescale = std::exp(running_max[r] - new_max);
-      Floats total{};
-      for (int64_t j = span.begin; j < span.end; j += kLanes) {
-        const Floats s = load(scores + j);
-        const Floats e = exp_nonpositive(s - new_max);
-        const Floats prob = s == splat(-kInf) ? Floats{} : e;  // NaN stays NaN
-        store(scores + j, prob);
-        total += prob;
-      }
-      running_sum[r] = running_sum[r] * rescale + lane_sum(total);
-      running_max[r] = new_max;
-      float* out_row = out + r * dim;
-      for (int64_t d = 0; d < dim; ++d) out_row[d] *= rescale;
-      weighted_sum(scores, v + first * dim, vt, dim, width, span, out_row);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -319,6 +372,14 @@ void backward_task(const Task& t, const float* q, const float* k, const float* v
                kRowsTogether * width, kRowsTogether * dim, kRowsTogether * dim, rows});
   float *kt = w[0], *vt = w[1], *dkt = w[2], *dvt = w[3], *probs = w[4], *dscores = w[5],
         *queries_scaled = w[6], *douts = w[7], *delta = w[8];
+  float *row_probs[kRowsTogether], *row_dscores[kRowsTogether];
+  const float *row_queries[kRowsTogether], *row_douts[kRowsTogether];
+  for (int64_t x = 0; x < kRowsTogether; ++x) {
+    row_probs[x] = probs + x * width;
+    row_dscores[x] = dscores + x * width;
+    row_queries[x] = queries_scaled + x * dim;
+    row_douts[x] = douts + x * dim;
+  }
   // delta_r = sum_d dout * out = sum_j p_j dp_j, the softmax's correction term.
   for (int64_t r = 0; r < rows; ++r) {
     float s = 0.0f;
@@ -333,42 +394,38 @@ void backward_task(const Task& t, const float* q, const float* k, const float* v
     std::fill(dkt, dkt + dim * width, 0.0f);
     std::fill(dvt, dvt + dim * width, 0.0f);
     // Rows four at a time: each visits the union of their spans (a row's keys outside its own
-    // span get probability 0), so that the key and value gradients of a vector of keys are loaded
-    // and stored once for four rows' contributions.
+    // span get probability 0): their scores and dout . v in one pass over the keys each
+    // (columns_dot_rows), and the key and value gradients of a vector of keys are loaded and
+    // stored once for four rows' contributions.
     for (int64_t r0 = 0; r0 < rows; r0 += kRowsTogether) {
-      int64_t begin = width, end = 0;
-      Span spans[kRowsTogether];
-      bool active[kRowsTogether];
-      for (int64_t x = 0; x < kRowsTogether; ++x) {
-        const int64_t r = r0 + x;
-        active[x] =
-            r < rows && lse[r] != kInf && span_of(t.keys_of(r % queries), first, n, spans[x]);
-        if (!active[x]) continue;
-        begin = std::min(begin, spans[x].begin);
-        end = std::max(end, spans[x].end);
-      }
+      const RowGroup g = row_group(t, r0, rows, first, n, lse);
+      const int64_t begin = g.begin, end = g.end;
       if (begin >= end) continue;
+      scaled_queries(g, q, r0, dim, p.scale, queries_scaled);
       for (int64_t x = 0; x < kRowsTogether; ++x) {
-        float* prob = probs + x * width;
-        float* ds = dscores + x * width;
-        float* query = queries_scaled + x * dim;
+        float* row_dout = douts + x * dim;
+        if (g.active[x]) {
+          std::copy(dout + (r0 + x) * dim, dout + (r0 + x + 1) * dim, row_dout);
+        } else {
+          std::fill(row_dout, row_dout + dim, 0.0f);
+        }
+      }
+      columns_dot_rows(row_queries, kt, dim, width, begin, end, row_probs);
+      columns_dot_rows(row_douts, vt, dim, width, begin, end, row_dscores);
+      for (int64_t x = 0; x < kRowsTogether; ++x) {
+        float* prob = row_probs[x];
+        float* ds = row_dscores[x];
         const int64_t r = r0 + x;
-        if (!active[x]) {  // contributes nothing: zero probabilities, zero query
+        if (!g.active[x]) {  // contributes nothing: zero probabilities (its query was zero)
           std::fill(prob + begin, prob + end, 0.0f);
           std::fill(ds + begin, ds + end, 0.0f);
-          std::fill(query, query + dim, 0.0f);
-          std::fill(douts + x * dim, douts + (x + 1) * dim, 0.0f);
           continue;
         }
         const int64_t i = r % queries;
         const RowKeys& keys = t.keys_of(i);
-        const Span span{begin, end, spans[x].lo, spans[x].hi};
-        for (int64_t d = 0; d < dim; ++d) query[d] = q[r * dim + d] * p.scale;
-        std::copy(dout + r * dim, dout + (r + 1) * dim, douts + x * dim);
-        const uint8_t* mask_row = keys.dense ? nullptr : t.mask + i * p.keys + first;
-        row_scores(query, kt, dim, width, span, mask_row, prob);
+        const Span span{begin, end, g.spans[x].lo, g.spans[x].hi};
+        mask_scores(span, keys.dense ? nullptr : t.mask + i * p.keys + first, prob);
         // prob = exp(s - lse); dprob = dout . v_j; ds = prob * (dprob - delta)
-        columns_dot(dout + r * dim, vt, dim, width, begin, end, ds);
         for (int64_t j = begin; j < end; j += kLanes) {
           const Floats s = load(prob + j);
           const Floats e = exp_nonpositive(s - lse[r]);
