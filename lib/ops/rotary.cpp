@@ -77,9 +77,8 @@ void check_shapes(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
                   cos.size(2) == x.size(3);
   if (!ok)
     fail(
-        "rotary: expected x (B, heads, T, D) with D even and positive, and cos, sin (B or 1, T, "
-        "D); got {}, {} "
-        "and {}",
+        "rotary: expected x (B, heads, T, D) with D even and positive, and cos, sin (B or 1, "
+        "T, D); got {}, {} and {}",
         x.defined() ? c10::str(x.sizes()) : "undefined",
         cos.defined() ? c10::str(cos.sizes()) : "undefined",
         sin.defined() ? c10::str(sin.sizes()) : "undefined");
