@@ -243,10 +243,6 @@ io::Json record_of(Kernel kernel, const c10::Device& device) {
   return nullptr;
 }
 
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() && at::equal(a.view(at::kLong), b.view(at::kLong));
-}
-
 // A clean registry in `mode` for the duration of a test section.
 struct FreshChoices {
   explicit FreshChoices(KernelMode mode) {
@@ -320,7 +316,8 @@ TEST_CASE("through the dispatchers: auto uses a checked kernel, falls back from 
       {
         INFO("no fault: auto picks the custom kernel, after a passed self-check");
         FreshChoices fresh(KernelMode::kAuto);
-        const std::string warnings = stderr_of([&] { CHECK(same_bits(call(device), custom)); });
+        const std::string warnings =
+            stderr_of([&] { CHECK(test::same_bits(call(device), custom)); });
         CHECK(warnings.find("warning") == std::string::npos);
         const auto record = record_of(kernel, device);
         CHECK(record["path"] == "custom");
@@ -333,8 +330,9 @@ TEST_CASE("through the dispatchers: auto uses a checked kernel, falls back from 
         FreshChoices fresh(KernelMode::kAuto);
         ops::set_kernel_fault(kernel, true);
         const std::string warnings = stderr_of([&] {
-          CHECK(same_bits(call(device), reference));
-          CHECK(same_bits(call(device), reference));  // a second use: no second check or warning
+          CHECK(test::same_bits(call(device), reference));
+          CHECK(test::same_bits(call(device),
+                                reference));  // a second use: no second check or warning
         });
         INFO(warnings);
         const std::string warning = "rqat: warning: kernel " + name + " failed its self-check on " +
@@ -350,8 +348,8 @@ TEST_CASE("through the dispatchers: auto uses a checked kernel, falls back from 
         INFO("a fault in custom mode: the perturbed output is used");
         FreshChoices fresh(KernelMode::kCustom);
         ops::set_kernel_fault(kernel, true);
-        CHECK_FALSE(same_bits(call(device), reference));
-        CHECK_FALSE(same_bits(call(device), custom));
+        CHECK_FALSE(test::same_bits(call(device), reference));
+        CHECK_FALSE(test::same_bits(call(device), custom));
       }
     }
   }

@@ -21,11 +21,6 @@ namespace {
 
 at::Generator generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() &&
-         at::equal(a.contiguous().view(at::kInt), b.contiguous().view(at::kInt));
-}
-
 // How x reaches the kernel.
 enum class Layout { kProjection, kContiguous, kStridedLast, kExpandedHeads };
 
@@ -68,11 +63,6 @@ at::Tensor rotated(const at::Tensor& x, const at::Tensor& theta) {
   return at::cat({a * c - b * s, a * s + b * c}, -1);
 }
 
-double relative(const at::Tensor& got, const at::Tensor& want) {
-  return ((got.to(at::kDouble) - want).abs().max() / want.abs().max().clamp_min(1e-30))
-      .item<double>();
-}
-
 }  // namespace
 
 TEST_CASE("the fused rotary embedding is the composite bit for bit, and the rotation", "[rotary]") {
@@ -93,14 +83,14 @@ TEST_CASE("the fused rotary embedding is the composite bit for bit, and the rota
         const auto out = ops::fused_rotary(x, angles.cos, angles.sin);
         const auto ref = ops::rotary_ref(x, angles.cos, angles.sin);
         CHECK(out.is_contiguous());
-        CHECK(same_bits(out, ref));
+        CHECK(test::same_bits(out, ref));
         const auto dx = torch::autograd::grad({out}, {x}, {dout})[0];
         const auto dx_ref = torch::autograd::grad({ref}, {x}, {dout})[0];
-        CHECK(same_bits(dx, dx_ref));
+        CHECK(test::same_bits(dx, dx_ref));
         // Independently: float32 products and a sum against the exact rotation, a few ulps of the
         // largest entry (the angles' cos and sin are float32 roundings too).
-        CHECK(relative(out, rotated(x.detach(), angles.theta)) < 1e-6);
-        CHECK(relative(dx, rotated(dout, -angles.theta)) < 1e-6);
+        CHECK(test::relative_to_largest(out, rotated(x.detach(), angles.theta)) < 1e-6);
+        CHECK(test::relative_to_largest(dx, rotated(dout, -angles.theta)) < 1e-6);
         if (layout == Layout::kProjection) CHECK(dx.strides() == x.strides());
       }
     }
@@ -122,8 +112,8 @@ TEST_CASE("the fused rotary embedding gives the same bits on 1 and 2 threads", "
   const int threads_before = at::get_num_threads();
   const auto one = run(1), two = run(2);
   at::set_num_threads(threads_before);
-  CHECK(same_bits(one.first, two.first));
-  CHECK(same_bits(one.second, two.second));
+  CHECK(test::same_bits(one.first, two.first));
+  CHECK(test::same_bits(one.second, two.second));
 }
 
 TEST_CASE("rotary without a gradient is the same; off the fused path, the composite", "[rotary]") {
@@ -134,11 +124,11 @@ TEST_CASE("rotary without a gradient is the same; off the fused path, the compos
   const auto ref = ops::rotary_ref(x, angles.cos, angles.sin);
   {
     at::NoGradGuard no_grad;
-    CHECK(same_bits(ops::fused_rotary(x, angles.cos, angles.sin), ref));
+    CHECK(test::same_bits(ops::fused_rotary(x, angles.cos, angles.sin), ref));
   }
   {
     c10::InferenceMode inference;
-    CHECK(same_bits(ops::fused_rotary(x, angles.cos, angles.sin), ref));
+    CHECK(test::same_bits(ops::fused_rotary(x, angles.cos, angles.sin), ref));
   }
   // float64 and angles with a gradient take the composite, which differentiates the angles too.
   const auto x64 = x.to(at::kDouble), cos64 = angles.cos.to(at::kDouble);
@@ -151,7 +141,7 @@ TEST_CASE("rotary without a gradient is the same; off the fused path, the compos
   const auto cos = angles.cos.clone().requires_grad_();
   CHECK_FALSE(ops::fused_rotary_supported(x, cos, angles.sin));
   const auto out = ops::rotary(x, cos, angles.sin);
-  CHECK(same_bits(out, ref));
+  CHECK(test::same_bits(out, ref));
   CHECK(torch::autograd::grad({out.sum()}, {cos})[0].defined());
 }
 

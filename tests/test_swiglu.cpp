@@ -18,11 +18,6 @@ namespace {
 
 at::Generator generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
-double relative(const at::Tensor& got, const at::Tensor& want) {
-  return ((got.to(at::kDouble) - want).abs().max() / want.abs().max().clamp_min(1e-30))
-      .item<double>();
-}
-
 }  // namespace
 
 TEST_CASE("the fused SwiGLU computes the closed form and its gradients", "[swiglu]") {
@@ -44,9 +39,11 @@ TEST_CASE("the fused SwiGLU computes the closed form and its gradients", "[swigl
         const auto g = gate.detach().to(at::kDouble), u = up.detach().to(at::kDouble);
         const auto d = dh.to(at::kDouble);
         const auto s = 1 / (1 + (-g).exp());
-        CHECK(relative(h, g * s * u) < ops::kSwigluTolerance);
-        CHECK(relative(grads[0], d * u * s * (1 + g * (1 - s))) < ops::kSwigluTolerance);
-        if (!frozen_up) CHECK(relative(grads[1], d * g * s) < ops::kSwigluTolerance);
+        CHECK(test::relative_to_largest(h, g * s * u) < ops::kSwigluTolerance);
+        CHECK(test::relative_to_largest(grads[0], d * u * s * (1 + g * (1 - s))) <
+              ops::kSwigluTolerance);
+        if (!frozen_up)
+          CHECK(test::relative_to_largest(grads[1], d * g * s) < ops::kSwigluTolerance);
       }
     }
   }
@@ -57,7 +54,8 @@ TEST_CASE("the fused SwiGLU reads non-contiguous inputs", "[swiglu]") {
   const auto both = at::randn({6, 2, 40}, gen);
   const auto gate = both.select(1, 0), up = both.select(1, 1);  // strided views
   at::AutoGradMode enable(true);
-  CHECK(relative(ops::fused_swiglu(gate, up), ops::swiglu_ref(gate, up).to(at::kDouble)) <
+  CHECK(test::relative_to_largest(ops::fused_swiglu(gate, up),
+                                  ops::swiglu_ref(gate, up).to(at::kDouble)) <
         ops::kSwigluTolerance);
 }
 

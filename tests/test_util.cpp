@@ -281,4 +281,14 @@ std::filesystem::path write_byte_level_model(const TempDir& dir) {
   return dir / "model";
 }
 
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         at::equal(a.contiguous().view(at::kByte), b.contiguous().view(at::kByte));
+}
+
+double relative_to_largest(const at::Tensor& got, const at::Tensor& want) {
+  return ((got.to(at::kDouble) - want).abs().max() / want.abs().max().clamp_min(1e-30))
+      .item<double>();
+}
+
 }  // namespace rqat::test

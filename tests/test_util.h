@@ -93,4 +93,10 @@ std::filesystem::path write_byte_level_model(const TempDir& dir);
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
 std::string read_bytes(const std::filesystem::path& path);
 
+// Same shape and the same bytes (a bit-exact kernel against its twin; NaNs must match bit for bit).
+bool same_bits(const at::Tensor& a, const at::Tensor& b);
+
+// max |got - want| over max |want|, in float64 (want usually a float64 reference).
+double relative_to_largest(const at::Tensor& got, const at::Tensor& want);
+
 }  // namespace rqat::test

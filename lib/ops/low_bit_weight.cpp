@@ -178,8 +178,7 @@ bool low_bit_zeros_shared(const LowBitWeight& w) {
   if (!w.half_scales || w.zeros.numel() == 0) return false;
   LowBitHalfScales& half = *w.half_scales;
   std::call_once(half.zeros_checked, [&] {
-    const at::Tensor zeros = w.zeros.cpu();
-    half.zeros_shared = at::equal(zeros, at::full_like(zeros, zeros.flatten()[0].item<float>()));
+    half.zeros_shared = w.zeros.eq(w.zeros.flatten()[0]).all().item<bool>();
   });
   return half.zeros_shared;
 }

@@ -36,7 +36,9 @@ RotaryProblem problem_of(const at::Tensor& x, const at::Tensor& cos) {
   return p;
 }
 
+// The forward kernel on x as the kernels read it (rows_contiguous), with or without autograd.
 at::Tensor forward_on_cpu(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  RQAT_MARK_KERNEL("rqat::rotary_forward");
   auto out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   rotary_forward_cpu(problem_of(x, cos), x.data_ptr<float>(), cos.data_ptr<float>(),
                      sin.data_ptr<float>(), out.data_ptr<float>());
@@ -47,7 +49,6 @@ class RotaryFunction : public torch::autograd::Function<RotaryFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& cos,
                             const at::Tensor& sin) {
-    RQAT_MARK_KERNEL("rqat::rotary_forward");
     const auto x = rows_contiguous(x_in);
     // The backward writes dx in x's strides: for the projection's (B, T, heads, D) order seen
     // as (B, heads, T, D), the transpose and view back to the projection's output are free.
@@ -109,7 +110,6 @@ at::Tensor fused_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Te
         cos.requires_grad() || signed_sin.requires_grad() ? " with a gradient" : "");
   const auto c = cos.contiguous(), s = signed_sin.contiguous();
   if (at::GradMode::is_enabled() && x.requires_grad()) return RotaryFunction::apply(x, c, s);
-  RQAT_MARK_KERNEL("rqat::rotary_forward");
   return forward_on_cpu(rows_contiguous(x), c, s);
 }
 

@@ -37,32 +37,32 @@ inline __attribute__((always_inline)) void for_each_row(const RotaryProblem& p, 
   }
 }
 
+// One row of D = 2 * half values: dst[i] = src[i] c[i] + src[i ^ half] s[k], with k = i in the
+// forward and k = i ^ half (the partner's sine) in the backward (rotary_kernel.h).
+template <bool kBackward>
+inline __attribute__((always_inline)) void rotate_row(const float* __restrict src,
+                                                      const float* __restrict c,
+                                                      const float* __restrict s,
+                                                      float* __restrict dst, int64_t half) {
+  for (int64_t i = 0; i < half; ++i)
+    dst[i] = src[i] * c[i] + src[i + half] * s[kBackward ? i + half : i];
+  for (int64_t i = half; i < 2 * half; ++i)
+    dst[i] = src[i] * c[i] + src[i - half] * s[kBackward ? i - half : i];
+}
+
 RQAT_CPU_CLONES
-void forward_rows(const RotaryProblem& p, const float* __restrict x, const float* __restrict cos,
-                  const float* __restrict sin, float* __restrict out, int64_t begin, int64_t end) {
-  const int64_t half = p.dim / 2, dim = p.dim;
+void forward_rows(const RotaryProblem& p, const float* x, const float* cos, const float* sin,
+                  float* out, int64_t begin, int64_t end) {
   for_each_row(p, begin, end, [&](int64_t x_at, int64_t out_at, int64_t angle_at) {
-    const float* __restrict xr = x + x_at;
-    const float* __restrict c = cos + angle_at;
-    const float* __restrict s = sin + angle_at;
-    float* __restrict o = out + out_at;
-    for (int64_t i = 0; i < half; ++i) o[i] = xr[i] * c[i] + xr[i + half] * s[i];
-    for (int64_t i = half; i < dim; ++i) o[i] = xr[i] * c[i] + xr[i - half] * s[i];
+    rotate_row<false>(x + x_at, cos + angle_at, sin + angle_at, out + out_at, p.dim / 2);
   });
 }
 
 RQAT_CPU_CLONES
-void backward_rows(const RotaryProblem& p, const float* __restrict dout,
-                   const float* __restrict cos, const float* __restrict sin, float* __restrict dx,
-                   int64_t begin, int64_t end) {
-  const int64_t half = p.dim / 2, dim = p.dim;
+void backward_rows(const RotaryProblem& p, const float* dout, const float* cos, const float* sin,
+                   float* dx, int64_t begin, int64_t end) {
   for_each_row(p, begin, end, [&](int64_t x_at, int64_t out_at, int64_t angle_at) {
-    const float* __restrict g = dout + out_at;
-    const float* __restrict c = cos + angle_at;
-    const float* __restrict s = sin + angle_at;
-    float* __restrict d = dx + x_at;
-    for (int64_t i = 0; i < half; ++i) d[i] = g[i] * c[i] + g[i + half] * s[i + half];
-    for (int64_t i = half; i < dim; ++i) d[i] = g[i] * c[i] + g[i - half] * s[i - half];
+    rotate_row<true>(dout + out_at, cos + angle_at, sin + angle_at, dx + x_at, p.dim / 2);
   });
 }
 
