@@ -166,7 +166,7 @@ TEST_CASE("compressed-tensors: the packed words are compressed-tensors' dense la
   w.scales = at::full({1, 1}, 0.5f);
   w.zeros = at::full({1, 1}, 8.0f);
   w.g_idx = at::zeros({16}, at::kInt);
-  const quant::CtScheme s4{CtFormat::kPackQuantized, 4, 16, true};
+  const quant::CtScheme s4{CtFormat::kPackQuantized, 4, 16, true, std::nullopt};
   auto parts = quant::ct_layer_tensors(w, s4, at::kFloat, "l");
   REQUIRE(parts.at("weight_packed").data_ptr<int32_t>()[0] == 0x76543210);
   REQUIRE(static_cast<uint32_t>(parts.at("weight_packed").data_ptr<int32_t>()[1]) == 0xfedcba98u);
@@ -177,7 +177,7 @@ TEST_CASE("compressed-tensors: the packed words are compressed-tensors' dense la
   w.codes = at::full({1, 32}, 7, at::kByte);
   w.zeros = at::full({1, 1}, 3.0f);
   w.g_idx = at::zeros({32}, at::kInt);
-  const quant::CtScheme s3{CtFormat::kPackQuantized, 3, 32, false};
+  const quant::CtScheme s3{CtFormat::kPackQuantized, 3, 32, false, std::nullopt};
   parts = quant::ct_layer_tensors(w, s3, at::kFloat, "l");
   REQUIRE(at::equal(parts.at("weight_packed"), at::full({1, 3}, -1, at::kInt)));
   w.codes = at::zeros({1, 32}, at::kByte);

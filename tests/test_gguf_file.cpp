@@ -38,7 +38,8 @@ TEST_CASE("GGUF files read back as written, laid out as llama.cpp reads them", "
   w.add("some.u64", uint64_t{1} << 40);
   w.add("qwen3.rope.freq_base", 1e6f);
   w.add("tokenizer.ggml.add_bos_token", false);
-  w.add("tokenizer.ggml.tokens", std::vector<std::string>{"a", "\xC4\xA0b", "<|im_end|>"});
+  const std::string space_b = "\u0120b";  // "Ġb": GPT-2's byte-level space, then b
+  w.add("tokenizer.ggml.tokens", std::vector<std::string>{"a", space_b, "<|im_end|>"});
   w.add("tokenizer.ggml.token_type", std::vector<int32_t>{1, 1, 3});
   w.add("some.floats", std::vector<float>{0.5f, -2.0f});
   w.add_tensor(tensor("token_embd.weight", {3, 64}, GgufType::kQ8_0, '\x11'));
@@ -56,7 +57,7 @@ TEST_CASE("GGUF files read back as written, laid out as llama.cpp reads them", "
   CHECK(std::get<uint64_t>(*c.find("some.u64")) == uint64_t{1} << 40);
   CHECK(std::get<float>(*c.find("qwen3.rope.freq_base")) == 1e6f);
   CHECK(std::get<bool>(*c.find("tokenizer.ggml.add_bos_token")) == false);
-  CHECK(std::get<std::vector<std::string>>(*c.find("tokenizer.ggml.tokens"))[1] == "\xC4\xA0b");
+  CHECK(std::get<std::vector<std::string>>(*c.find("tokenizer.ggml.tokens"))[1] == space_b);
   CHECK(std::get<std::vector<int32_t>>(*c.find("tokenizer.ggml.token_type"))[2] == 3);
   CHECK(std::get<std::vector<float>>(*c.find("some.floats"))[1] == -2.0f);
   CHECK(c.find("absent") == nullptr);

@@ -251,7 +251,9 @@ TEST_CASE("LSQ on a GGUF grid learns the format's fp16 scales and still exports 
     // LSQ's gradient scale divides the scales' gradients by sqrt(values sharing them * max code).
     lsq.lsq_grad_scale = true;
     quant::FakeQuantLinear scaled(w, grid, std::nullopt, lsq);
-    quant::FakeQuantLinear plain(w, grid, std::nullopt, {.mode = quant::ScaleMode::kLsq});
+    quant::FakeQuantOptions lsq_plain;
+    lsq_plain.mode = quant::ScaleMode::kLsq;
+    quant::FakeQuantLinear plain(w, grid, std::nullopt, lsq_plain);
     for (auto* l : {&scaled, &plain}) (l->fake_quantized_weight() * upstream).sum().backward();
     const std::string learned = info.super_scales ? "log_super_scales" : "log_scales";
     const double shared = static_cast<double>(info.super_scales ? info.block : info.sub_block);

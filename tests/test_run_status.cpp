@@ -193,10 +193,15 @@ TEST_CASE("rqat status names every state of a run directory") {
 
   // --watch stops when nothing runs or waits.
   ex::RunStatus settled;
+  const auto stage_in = [](const char* state) {
+    ex::StageStatus stage;
+    stage.state = state;
+    return stage;
+  };
   for (const char* state : {"finished", "failed", "stopped", "lost", "blocked"})
-    settled.stages.push_back(ex::StageStatus{.state = state});
+    settled.stages.push_back(stage_in(state));
   CHECK(settled.settled());
-  settled.stages.push_back(ex::StageStatus{.state = "waiting"});
+  settled.stages.push_back(stage_in("waiting"));
   CHECK_FALSE(settled.settled());
   rqat::test::require_error([&] { ex::collect_run_status(run_dir / "nowhere"); },
                             {"nowhere", "not a directory"});

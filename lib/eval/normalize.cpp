@@ -190,16 +190,23 @@ std::string brace_arguments(const std::string& s, int depth = 0) {
           return out;
         }
         std::string inner = s.substr(i + 1, close - i - 1);
-        out += "{" + (depth < kMaxNesting ? brace_arguments(inner, depth + 1) : inner) + "}";
+        // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "{" + string.
+        out += '{';
+        out += depth < kMaxNesting ? brace_arguments(inner, depth + 1) : inner;
+        out += '}';
         i = close + 1;
       } else if (s[i] == '\\') {
         size_t k = i + 1;
         while (k < s.size() && is_alpha(s[k])) ++k;
         if (k == i + 1) ++k;
-        out += "{" + s.substr(i, k - i) + "}";
+        out += '{';
+        out += s.substr(i, k - i);
+        out += '}';
         i = k;
       } else {
-        out += "{" + std::string(1, s[i]) + "}";
+        out += '{';
+        out += s[i];
+        out += '}';
         ++i;
       }
     }
@@ -303,7 +310,9 @@ size_t matching_brace(std::string_view text, size_t open) {
 }
 
 std::string unwrap_command(std::string_view text, std::string_view name) {
-  if (text.find("\\" + std::string(name)) == std::string_view::npos) return std::string(text);
+  std::string command = "\\";  // appended: GCC 12 warns (-Wrestrict, falsely) on "\\" + string
+  command += name;
+  if (text.find(command) == std::string_view::npos) return std::string(text);
   // One pass with every brace matched up front: unwrapping one group at a time rescanned and moved
   // the text per group, quadratic for thousands of nested wrappers.
   const std::vector<size_t> close = closing_braces(text);

@@ -107,7 +107,7 @@ std::string format_regrade_summary(const RegradeSummary& s) {
   text += fmt::format("{:<12} {:>8}\n", "unparseable", s.unparseable);
   text += fmt::format("{:<12} {:>8}\n", "timeouts", s.timeouts);
   text += fmt::format("{:<12} {:>7.2f}%\n", "accuracy", 100.0 * s.accuracy);
-  if (s.count > 0) text += "\n" + format_summary_table(s.metrics, "regraded");
+  if (s.count > 0) text += fmt::format("\n{}", format_summary_table(s.metrics, "regraded"));
   return text;
 }
 

@@ -135,7 +135,7 @@ std::string format_summary_table(const EvalSummary& summary, const std::string& 
   text += fmt::format("unparseable answers: {}   grading timeouts: {}\n", summary.unparseable,
                       summary.timeouts);
   for (const auto& [tag, values] : summary.by_tag) {
-    text += "\n" + header(summary.ks, tag) + "\n";
+    text += fmt::format("\n{}\n", header(summary.ks, tag));
     for (const auto& [value, metrics] : values)
       text += row(value.empty() ? "(none)" : value, metrics, summary.ks) + "\n";
   }

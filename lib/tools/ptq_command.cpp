@@ -231,7 +231,12 @@ PtqCommandResult run_ptq_command(const PtqCommandOptions& options, std::ostream&
   auto model = quant::load_model(artifact, model::LoadOptions{options.dtype, options.device});
   if (exports.gptq) check_gptq_exportable(*model, ptq.spec, *exports.gptq);
   if (exports.compressed_tensors) check_compressed_tensors_shapes(*model, ptq.spec);
-  if (exports.gguf) check_gguf_exportable(*model, {*exports.gguf, options.gguf_embedding_type});
+  if (exports.gguf) {
+    quant::GgufExportOptions gguf;  // the types the export will write
+    gguf.type = *exports.gguf;
+    gguf.embedding_type = options.gguf_embedding_type;
+    check_gguf_exportable(*model, gguf);
+  }
   out << fmt::format(
       "ptq: {} {} of {}\n", enum_name(ptq.method),
       ptq.method == PtqMethod::kNf4 ? ptq.nf4.to_json(ptq.spec).dump() : ptq.spec.describe(),
