@@ -331,8 +331,8 @@ TEST_CASE("through the dispatchers: auto uses a checked kernel, falls back from 
         ops::set_kernel_fault(kernel, true);
         const std::string warnings = stderr_of([&] {
           CHECK(test::same_bits(call(device), reference));
-          CHECK(test::same_bits(call(device),
-                                reference));  // a second use: no second check or warning
+          // A second use: no second check or warning.
+          CHECK(test::same_bits(call(device), reference));
         });
         INFO(warnings);
         const std::string warning = "rqat: warning: kernel " + name + " failed its self-check on " +

@@ -25,10 +25,12 @@ if ! command -v "$cross_cxx" >/dev/null || ! command -v "$objdump" >/dev/null ||
   echo "SKIPPED: aarch64 needs $cross_cxx and qemu-aarch64 (Debian: g++-aarch64-linux-gnu qemu-user; scripts/test installs them)"
   exit 77
 fi
-# Static: qemu then needs no aarch64 libraries at run time.
-"$cross_cxx" "${flags[@]}" -static "${sources[@]}" -o "$work/narrow_kernel_check_aarch64"
+# The kernel compiled once: its object is inspected, then linked (static: qemu then needs no
+# aarch64 libraries at run time).
+"$cross_cxx" "${flags[@]}" -c "${sources[1]}" -o "$work/narrow_kernel_aarch64.o"
+"$cross_cxx" "${flags[@]}" -static "${sources[0]}" "$work/narrow_kernel_aarch64.o" "${sources[2]}" \
+  -o "$work/narrow_kernel_check_aarch64"
 # GCC's vector extensions must have become NEON: 4-lane multiply-adds (fmla vN.4s) in the kernel.
-"$cross_cxx" "${flags[@]}" -c "$src/lib/ops/low_bit_matmul_narrow_kernel.cpp" -o "$work/narrow_kernel_aarch64.o"
 neon=$("$objdump" -d "$work/narrow_kernel_aarch64.o" | grep -cE $'\tfmla\tv[0-9]+\\.4s' || true)
 if ((neon == 0)); then
   echo "FAILED: the aarch64 kernel has no NEON 4-lane multiply-adds (fmla vN.4s): GCC left it scalar" >&2
