@@ -6,7 +6,7 @@
 // max|x| of the unquantized inputs, evaluated as 2688 * (1 / max), as compressed-tensors'
 // static_minmax observer), by the model pass and by ptq's block pass; the scales' trip through the
 // fake quantizer, the quant state and load_model; and the refusals, naming the layer.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 #include <torch/torch.h>

@@ -1,7 +1,7 @@
 // Benchmark specs and the JSONL loader: every built-in spec on its real file in shared/data (the
 // directory is rqat::test::shared_data_dir(): $RQAT_SHARED_DATA, else ../shared/data next to the
 // source tree; without it that test prints "SKIPPED: ..."), and error cases on small files.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <cstdlib>
 #include <filesystem>

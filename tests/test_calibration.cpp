@@ -2,7 +2,7 @@
 // (checked by re-tokenizing the recorded windows from the test's own copy of the documents), both
 // sampling modes, the seq_len cap, and clear errors before any work. A byte-level tokenizer
 // without merges (one token per byte) keeps document lengths exact.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>

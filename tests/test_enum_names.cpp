@@ -2,7 +2,7 @@
 // errors, the table check, a value without a name), and every user-facing table: each name parses
 // back to its value, and a bad value fails with the one message form naming the flag, the text
 // and the choices.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <array>
 #include <stdexcept>

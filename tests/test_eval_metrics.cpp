@@ -1,5 +1,5 @@
 // Metrics of eval-math against closed forms and hand-worked examples.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <cmath>
 #include <optional>

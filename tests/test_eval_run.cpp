@@ -1,7 +1,7 @@
 // The eval-math run: sampling protocols, prompts and seeds, and an end-to-end run of a tiny model
 // with the Qwen2.5 tokenizer over 20 MATH-500 problems, whose outputs must agree with each other
 // and be reproduced by `eval-math grade` (regrade_file).
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <fstream>
 #include <optional>

@@ -1,6 +1,6 @@
 // Experiment files (docs/experiments.md): sweep expansion, sharing of identical stage instances,
 // interpolation, validation errors with FILE:LINE:COLUMN, and the plan's JSON form.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <algorithm>
 #include <set>

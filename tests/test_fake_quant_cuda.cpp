@@ -4,7 +4,7 @@
 // kernels and the ATen composite, also through autograd. Without a GPU (or without CUDA kernels
 // in the build) it prints why and exits 77, which CTest reports as skipped.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -2,7 +2,7 @@
 // scalar loops: E2M1 and E4M3 rounding over every value and midpoint (ties to the even code,
 // saturation), and NVFP4, MXFP4 and FP8 quantization of awkward shapes (rows not a multiple of the
 // block, an all-zero block, an outlier) compared bit for bit; NaN, infinity and 1-D refused.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -5,7 +5,7 @@
 // fake-quantized layer (frozen and LSQ scales) exporting exactly what its forward computes, and the
 // quant state's round trip. Awkward shapes throughout: rows not a multiple of the block, an
 // all-zero block, an outlier.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 #include <torch/torch.h>

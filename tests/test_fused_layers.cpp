@@ -1,7 +1,7 @@
 // The layers GPU engines fuse (quant/fused_layers.h): the group names, one NVFP4 global scale per
 // group from its largest weight magnitude (computed independently here), ptq and the trainers'
 // RTN start sharing it, and the compressed-tensors export refusing parts that differ.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 

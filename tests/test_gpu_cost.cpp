@@ -96,8 +96,8 @@ std::filesystem::path write_model(const test::TempDir& dir, int64_t layers) {
 void write_chat_data(const test::TempDir& dir) {
   std::ofstream out(dir / "chat.jsonl");
   for (int i = 0; i < 8; ++i)
-    out << io::Json(
-               {{"q", fmt::format("{}+{}?", i, i)}, {"a", fmt::format("\\boxed{{{}}}", 2 * i)}})
+    out << io::Json({{"prompt", fmt::format("{}+{}?", i, i)},
+                     {"response", fmt::format("\\boxed{{{}}}", 2 * i)}})
                .dump()
         << "\n";
 }
@@ -114,8 +114,6 @@ OpCounts qat_step_counts(const test::TempDir& dir, int64_t layers) {
   o.spec.group_size = 16;
   o.data.path = dir / "chat.jsonl";
   o.data.use_chat_template = true;
-  o.data.prompt_field = "q";
-  o.data.response_field = "a";
   o.sequences.layout = data::SequenceLayout::kBucketed;
   o.sequences.max_length = 48;
   o.trainer.batch_size = 4;

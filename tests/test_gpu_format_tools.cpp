@@ -4,7 +4,7 @@
 // quant state (nvfp4's input global scales calibrated by the trainer) and computed by the loaded
 // model, exported as NVFP4 W4A4 / W8A8 and imported back to the same logits; the refusals a user
 // meets before any work; and a checkpoint made before --act-grid existed still resumes.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <CLI/CLI.hpp>
 

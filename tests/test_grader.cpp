@@ -1,7 +1,7 @@
 // Tests of the eval-math grader (lib/eval): a table of (prediction, gold, expected) cases grouped
 // by rule, then extraction helpers, timeouts on pathological inputs, unparseable answers and
 // batches.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <chrono>
 #include <string>

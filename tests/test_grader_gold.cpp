@@ -3,7 +3,7 @@
 // directory is rqat::test::shared_data_dir() ($RQAT_SHARED_DATA, else
 // ../shared/data next to the source tree); without it the test prints "SKIPPED: ..." and returns,
 // which CTest reports as skipped (SKIP_REGULAR_EXPRESSION in tests/CMakeLists.txt).
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <cstdlib>
 #include <filesystem>

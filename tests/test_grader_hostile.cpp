@@ -3,7 +3,7 @@
 // reason when it is not a plain not_equal) well inside the per-answer timeout and without
 // exhausting the stack. The inputs are sized so that quadratic extraction, normalization or
 // arithmetic would take many seconds: the time bound is a regression guard, deliberately generous.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <chrono>
 #include <string>

@@ -3,7 +3,7 @@
 // one-digit answer of "a+b=" with a 14-token vocabulary) is learned in a few dozen steps by every
 // policy mode: full, quantization-aware (fake-quantized 4-bit) and QLoRA (frozen 4-bit base +
 // LoRA). Mean reward must rise clearly.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <fmt/format.h>
 

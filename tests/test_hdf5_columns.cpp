@@ -1,6 +1,6 @@
 // HDF5 columns: what is written reads back exactly (float64, int64, UTF-8 strings, groups,
 // attributes), files appear atomically, and errors name the file.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <cmath>
 #include <limits>

@@ -1,7 +1,7 @@
 // Hostile experiment files (issue 18, docs/reliability.md): inputs that ask for exponential or
 // unbounded work (nested aliases, huge sweeps, deep nesting, multiplying variables, long stage
 // chains) end quickly in one line naming FILE:LINE. Every input is generated here.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <chrono>
 #include <string>

@@ -2,7 +2,7 @@
 // 10^5 levels deep in every reader (a file, a JSONL line, a safetensors header), generated here
 // rather than stored; the nesting limit counts brackets outside strings only and lets ordinary
 // depth through.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <string>
 

@@ -2,7 +2,7 @@
 // docs/reliability.md): config.json widths, counts and token ids, a GPTQ quantization_config's
 // bits, and the extent an HDF5 metrics file declares for a column. The hostile files are written
 // here.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <hdf5.h>
 

@@ -3,7 +3,7 @@
 // field. Sequences nested past 64 levels, ids near 2^31, Replace chains that double the text,
 // megabyte inputs to encode/decode, llama2.c files whose pieces would make the merge search
 // quadratic, and Jinja templates of 10^5 nested constructs or unterminated literals.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <algorithm>
 #include <chrono>

@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/BFloat16.h>
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <cstring>
 #include <utility>

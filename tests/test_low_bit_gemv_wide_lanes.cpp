@@ -9,7 +9,7 @@
 // are checked too; the kernel's launch and its reduction run in test_low_bit_matmul_cuda.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <vector>
 

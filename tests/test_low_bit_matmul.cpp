@@ -8,7 +8,7 @@
 // noise, and against the float reference within the closed-form bound of rounding x to 8 bits.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <cmath>
 #include <cstdlib>

@@ -5,7 +5,7 @@
 // rows beyond 16 through the dense fallback. Without a GPU (or without CUDA kernels in
 // the build) it prints why and exits 77, which CTest reports as skipped.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -4,7 +4,7 @@
 // equal their closed forms on a tiny config (optimizer state falls by W, the teacher is split by
 // full sharding, the KV cache and activations follow their formulas); the Qwen3-8B and Qwen3-4B
 // shapes have their published sizes; bad flags are one-line errors naming the flag.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <map>
 #include <sstream>

@@ -1,7 +1,7 @@
 // NF4 (quant/nf4.h): the level table against its construction (normal quantiles, as QLoRA builds
 // it), quantization against a plain nearest-level loop on fresh random weights of awkward sizes,
 // exact dequantization, bitsandbytes' nibble order, and errors.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 

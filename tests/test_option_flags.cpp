@@ -1,7 +1,7 @@
 // CLI11 flags derived from an options declaration (cli/option_flags.h): names with a prefix and a
 // tool's kept spellings, skipped options, enum values parsed through their name table with a
 // one-line error, and the text-data options as ptq, the trainers and rqat nll offer them.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <CLI/CLI.hpp>
 

@@ -2,7 +2,7 @@
 // feed GPTQ the Hessian a plain computation gives, true-sequential order, RTN without data, AWQ
 // folding preserves the function and helps on outlier channels, and the quantized state
 // round-trips through quant_state.safetensors.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <sstream>
 

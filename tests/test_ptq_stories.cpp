@@ -4,7 +4,7 @@
 // samples of 128 tokens; held-out: the TinyStories sample beside it. The held-out NLL must order
 // sanely: FP < W4 < W3 < W2 for every method, and GPTQ and AWQ below RTN at 3 bits.
 // docs/ptq.md records the table this test prints.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 // template: chat prompt/response data with the loss on responses, a periodic eval-math pass on a
 // toy benchmark through the in-memory student, full-precision training with --bits 16, and the
 // checks that refuse bad settings before any work.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <fstream>
 #include <sstream>

@@ -3,7 +3,7 @@
 // samples (teacher traces), by distillation from that model (qat-kd) and by cross-entropy on the
 // same samples (qat-sft). Held-out: the TinyStories text beside the model. Distillation must win
 // back a clear part of the NLL the quantization lost; the table compares it with SFT.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // eval-math grade: re-grading a JSONL of completions on small files written here.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <string>
 #include <vector>

@@ -3,7 +3,7 @@
 // errors, and parallel batch scoring against sequential scoring.
 #include "rl/rewards.h"
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <chrono>
 #include <cmath>

@@ -2,7 +2,7 @@
 // and the runner's logs/<id>.json, with seeded random accuracies whose percentages the test formats
 // itself (printf) and compares with the library's cells, markdown and CSV.
 #include <fmt/format.h>
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <chrono>
 #include <cmath>
@@ -382,7 +382,7 @@ void write_samples(const fs::path& dir, const std::vector<std::vector<int>>& cor
   std::string text;
   for (size_t p = 0; p < correct.size(); ++p)
     for (size_t s = 0; s < correct[p].size(); ++s)
-      text += Json{{"id", "p" + std::to_string(p)},
+      text += Json{{"id", fmt::format("p{}", p)},
                    {"sample", s},
                    {"correct", correct[p][s] == 1},
                    {"reward", correct[p][s] == 1 ? 1.1 : 0.1}}

@@ -3,7 +3,7 @@
 // reading of a run directory (experiment/run_status.h) in every state: finished, running,
 // stopped, failed (by the runner's record and by the progress file alone, as under SLURM), lost,
 // blocked and waiting.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -4,7 +4,7 @@
 // calls. The generated scripts are also run with bash (fake tool binaries that print their argv,
 // a fake srun) to show that the right instance runs and that hostile values arrive verbatim and
 // run nothing: quoting is judged by the shell itself, not by comparing strings.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <sys/wait.h>
 

@@ -2,7 +2,7 @@
 // and write a manifest like the real tools): every stage runs once, a rerun skips finished stages,
 // a failure stops only its dependants, a rerun after a failure runs only what is left, training
 // stages restart with --resume, and arguments reach the tool verbatim (no shell).
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <sys/stat.h>
 

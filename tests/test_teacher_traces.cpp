@@ -3,7 +3,7 @@
 // line errors naming FILE:LINE and the field, loading the traces with the chat template (ids by
 // hand), and a full round trip: eval-math on a tiny model writes user/system, and the training
 // document rebuilt from a trace starts with exactly the prompt ids the model was sampled from.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <nlohmann/json.hpp>
 

@@ -3,7 +3,7 @@
 // response tokens, and one-line errors naming file and line. A byte-level tokenizer without merges
 // (one token per byte) makes the expected ids readable; the Qwen2.5 tokenizer from shared data
 // checks the chat boundary with real merges.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <nlohmann/json.hpp>
 

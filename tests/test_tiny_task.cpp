@@ -4,7 +4,7 @@
 // whose merges are worked out by hand below, the written tokenizer (digits single tokens, task
 // words one token, round trip, ChatML prompt), token lengths within the experiment's budget, and
 // init-model --tokenizer.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <map>
 #include <regex>

@@ -2,7 +2,7 @@
 // no batching), -log_softmax(logits[t-1])[token t] summed in double over the scored positions.
 // Also the differentiable masked sum, the scoring windows (every target scored once, context cut
 // at the window start) and `rqat nll` end to end on a saved random model with a byte tokenizer.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>

@@ -1,7 +1,7 @@
 // Unit tests of the tokenizer on tiny hand-made files (no Python): the byte-level alphabet, merges
 // applied by rank, added-token splitting (longest match, lstrip/rstrip, single_word), legacy files,
 // post-processing, streaming decode of multi-byte characters, and one-line errors naming the field.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <chrono>
 #include <sstream>

@@ -3,7 +3,7 @@
 // decode with skip_special_tokens must equal what `tokenizers`/transformers produced. Qwen2.5 and
 // GPT-2 are checked twice: from the saved tokenizer.json and from the legacy vocab.json +
 // merges.txt.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <cstdlib>
 #include <fstream>

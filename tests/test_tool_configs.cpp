@@ -2,7 +2,7 @@
 // in the tool's --help, is in the resume fingerprint unless it is run control, and is in the
 // manifest's record of the options. Checked on the declarations for every tool, and on the files
 // real ptq and qat-sft runs write.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <CLI/CLI.hpp>
 

@@ -5,7 +5,7 @@
 // NaN guard (stops, names the step, keeps the last good checkpoint) and the metrics files.
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <csignal>
 #include <fstream>

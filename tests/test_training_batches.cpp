@@ -2,7 +2,7 @@
 // counts, the step sampler's determinism, epoch coverage, resume and bucketing's padding, and
 // collate's left padding checked by hand and through a model (a left-padded batch scores exactly
 // like its rows one at a time).
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <ATen/ATen.h>
 #include <torch/torch.h>

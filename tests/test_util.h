@@ -1,7 +1,7 @@
 // Helpers shared by the tests: temporary directories, tiny configs of each family, error checks.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <filesystem>
 #include <functional>

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
 #include <torch/custom_class.h>
+#include <torch/utils.h>
 
 namespace rqat::model {
 namespace {

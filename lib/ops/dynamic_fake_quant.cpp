@@ -2,6 +2,7 @@
 #include "ops/dynamic_fake_quant.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cmath>

@@ -4,6 +4,7 @@
 #include "ops/kernel_choice.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <array>

@@ -2,6 +2,7 @@
 #include "quant/rtn.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 
