@@ -32,7 +32,7 @@ def write_commands(build, forced_header):
 @pytest.fixture
 def compiler():
     if shutil.which("g++") is None or not Path("/usr/include/catch2/catch.hpp").is_file():
-        pytest.skip("SKIPPED: needs g++ and Debian's catch2 headers")
+        pytest.skip("needs g++ and Debian's catch2 headers (/usr/include/catch2)")
 
 
 def test_the_precompiled_header_is_dropped(tmp_path, compiler):
